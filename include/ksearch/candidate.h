@@ -1,0 +1,113 @@
+// Candidate: one kernel to judge — CUDA source for NVRTC, a launch plan, compile
+// options and where it came from.
+//
+// The kernel contract (docs/kernel-contract.md): the source is one NVRTC
+// translation unit of device code only, with `extern "C" __global__` entry
+// points. The launch plan says how to run it:
+//
+//   { "params":    {"BLOCK": 256, "VEC": 4},
+//     "workspace": [{"name": "partial", "dtype": "f32", "elements": "rows * 32"}],
+//     "launches":  [{"kernel": "row_partials", "grid": ["rows", 32, 1],
+//                    "block": ["BLOCK", 1, 1], "shared_bytes": "BLOCK * 4",
+//                    "args": ["x", "partial", "cols:i32"]}] }
+//
+// `params` become `-D NAME=VALUE` defines and may appear in expressions.
+// Expressions: integer literals, problem dims, params, + - * / %, parentheses,
+// ceil_div(a, b), min(a, b), max(a, b). `args` name tensors, workspace buffers
+// (bound as device pointers) or scalars written `EXPR:TYPE` with TYPE one of
+// i32, i64, f32 (a scalar's EXPR is an expression or, for f32, a literal).
+//
+// Thread safety: plain values.
+#ifndef KSEARCH_CANDIDATE_H_
+#define KSEARCH_CANDIDATE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ksearch/status.h"
+#include "ksearch/tensor.h"
+
+namespace ksearch {
+
+// A scratch buffer the plan asks the evaluator to allocate. It is poisoned
+// (NaN for float types) before every candidate run, like the outputs.
+struct WorkspaceSpec {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::string elements;  // an expression: the element count
+
+  friend bool operator==(const WorkspaceSpec&, const WorkspaceSpec&) = default;
+};
+
+// One kernel launch of a plan. Launches run in order on one stream.
+struct LaunchSpec {
+  std::string kernel;                // an extern "C" __global__ name in the source
+  std::vector<std::string> grid;     // 3 expressions
+  std::vector<std::string> block;    // 3 expressions
+  std::string shared_bytes = "0";    // dynamic shared memory, an expression
+  std::vector<std::string> args;     // tensor/workspace names or "EXPR:TYPE"
+
+  friend bool operator==(const LaunchSpec&, const LaunchSpec&) = default;
+};
+
+struct LaunchPlan {
+  // Integer parameters, in declaration order; passed as -D defines.
+  std::vector<std::pair<std::string, int64_t>> params;
+  std::vector<WorkspaceSpec> workspace;
+  std::vector<LaunchSpec> launches;
+
+  // Parses the JSON form above. `origin` names the text in errors (a file name,
+  // "candidate c12 plan"). Errors: kInvalidArgument naming the field and value
+  // (missing "launches", a grid of 2 entries, a non-integer param, an unknown
+  // dtype, malformed JSON with its offset).
+  static StatusOr<LaunchPlan> FromJson(std::string_view json, std::string_view origin);
+  // Canonical JSON (stable key order), the inverse of FromJson.
+  std::string ToJson() const;
+
+  // The value of a param, or `fallback` when it is not declared.
+  int64_t Param(std::string_view name, int64_t fallback) const;
+  // Sets (or adds) a param.
+  void SetParam(std::string_view name, int64_t value);
+
+  friend bool operator==(const LaunchPlan&, const LaunchPlan&) = default;
+};
+
+// Who made a candidate and from what.
+struct Provenance {
+  std::string parent_id;   // empty for a problem's starting kernel
+  std::string idea_id;     // empty when no idea was involved
+  int round = 0;
+  std::string generator;   // "start", "template", "llm:MODEL", "mutation", "user"
+};
+
+struct Candidate {
+  std::string id;                          // unique within a run; set by the searcher
+  std::string source;                      // CUDA source (device code only)
+  LaunchPlan plan;
+  std::vector<std::string> compile_options;  // extra NVRTC options, e.g. "--use_fast_math"
+  Provenance provenance;
+
+  // Stable content hash (hex SHA-256) of source, plan and options: identical
+  // kernels hash alike whatever their id or provenance.
+  std::string ContentHash() const;
+};
+
+// Evaluates an integer expression of the plan grammar against named values
+// (dims and params). Errors: kInvalidArgument naming the expression and the
+// unknown name or the syntax error; division by zero; 64-bit overflow.
+StatusOr<int64_t> EvaluateExpression(
+    std::string_view expression,
+    const std::vector<std::pair<std::string, int64_t>>& values);
+
+// Evaluates a constraint such as "BLOCK * VEC <= 4096 && BLOCK % 32 == 0"
+// (comparisons, &&, ||, ! on top of the expression grammar). Errors as above.
+StatusOr<bool> EvaluateCondition(
+    std::string_view condition,
+    const std::vector<std::pair<std::string, int64_t>>& values);
+
+}  // namespace ksearch
+
+#endif  // KSEARCH_CANDIDATE_H_

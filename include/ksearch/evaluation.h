@@ -1,0 +1,137 @@
+// Evaluation: the verdict on one candidate — exactly one status, a one-line
+// message, and the figures behind it (shared/EVALUATION.md is the protocol).
+//
+// Thread safety: plain values.
+#ifndef KSEARCH_EVALUATION_H_
+#define KSEARCH_EVALUATION_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ksearch {
+
+enum class EvalStatus {
+  kOk,                // correct, and timed unless the evaluator was compile-only
+  kCompileError,      // NVRTC rejected the source; details hold the log
+  kInvalidPlan,       // the launch plan is malformed or does not fit the kernel
+  kResourceLimit,     // registers/shared memory/threads beyond the device
+  kLaunchError,       // the driver refused a launch (non-sticky)
+  kCrashed,           // a sticky CUDA error (illegal address, trap); the context died
+  kTimeout,           // the kernel ran past the watchdog, or the compile past its limit
+  kWrongResult,       // outputs differ from the reference beyond tolerance
+  kUnwrittenOutput,   // some output elements still hold the poison pattern
+  kInputModified,     // the candidate wrote into an input tensor
+  kNondeterministic,  // two runs on the same inputs disagreed beyond rounding
+  kSuspiciousSpeed,   // faster than the physical floor of the device
+  kCancelled,         // the search stopped before this candidate was judged
+};
+// "ok", "compile_error", …, as in EVALUATION.md.
+std::string_view ToString(EvalStatus status);
+bool ParseEvalStatus(std::string_view text, EvalStatus* out);
+
+// What the compiler and the driver report for one kernel of the plan.
+struct KernelResources {
+  std::string kernel;
+  int registers = -1;               // per thread; -1 when unknown
+  int64_t static_shared_bytes = -1;
+  int64_t max_dynamic_shared_bytes = -1;  // the largest the plan asks for
+  int64_t local_bytes = -1;         // stack frame per thread (spills land here)
+  int64_t spill_store_bytes = -1;   // from the compiler log, -1 when not reported
+  int64_t spill_load_bytes = -1;
+  int max_threads_per_block = -1;   // the driver's limit for this kernel
+};
+
+// The first failing comparison of a correctness check.
+struct Mismatch {
+  std::string tensor;       // output tensor name
+  std::string input_set;    // e.g. "shifted"
+  std::string phase;        // "check" or "recheck" (after timing)
+  int64_t bad_count = 0;    // elements beyond tolerance
+  int64_t elements = 0;
+  int64_t worst_index = -1; // flat index of the largest violation
+  double expected = 0.0;    // at worst_index
+  double got = 0.0;
+  double max_rel_error = 0.0;
+  double l2_rel_error = 0.0;
+  double allowed_l2_rel_error = 0.0;
+};
+
+// Times in milliseconds of repeated runs of a whole launch plan.
+struct TimingStats {
+  double median_ms = 0.0;
+  double min_ms = 0.0;
+  double p10_ms = 0.0;
+  double p90_ms = 0.0;
+  double ci_low_ms = 0.0;   // 95% confidence interval of the median
+  double ci_high_ms = 0.0;
+  int repetitions = 0;
+};
+
+// Candidate vs baseline, interleaved A B A B…: the median of per-pair ratios
+// baseline/candidate (> 1 means the candidate is faster) and its 95% interval.
+struct Speedup {
+  std::string baseline;     // "cublas_sgemm", "reference", …
+  double ratio = 0.0;
+  double ci_low = 0.0;
+  double ci_high = 0.0;
+  int pairs = 0;
+};
+
+struct DeviceInfo {
+  std::string name;             // "NVIDIA H200"
+  int ordinal = -1;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int driver_version = 0;       // cuDriverGetVersion, e.g. 13000
+  std::string nvrtc_version;    // "13.0"
+  int multiprocessors = 0;
+  int64_t l2_bytes = 0;
+  int64_t global_memory_bytes = 0;
+  int sm_clock_mhz = 0;         // observed while timing (0 when unknown)
+  int memory_clock_mhz = 0;
+  double peak_bandwidth_gbps = 0.0;  // measured device-to-device copy, read + write
+  double peak_gflops = 0.0;          // measured fp32 FMA rate
+  std::string Arch() const;     // "sm_90"
+};
+
+struct Evaluation {
+  std::string candidate_id;
+  std::string content_hash;     // Candidate::ContentHash()
+  EvalStatus status = EvalStatus::kCancelled;
+  std::string message;          // one line for people
+  std::string details;          // compile log (truncated with a note), driver error, …
+  std::vector<std::string> checks_not_run;  // e.g. "correctness (compile-only)"
+  bool relaxed_tolerance = false;           // figures were obtained under kRelaxed
+
+  std::vector<KernelResources> resources;
+  std::optional<Mismatch> mismatch;
+  double max_l2_rel_error = 0.0;            // worst over all checks that passed
+  double allowed_l2_rel_error = 0.0;
+
+  std::optional<TimingStats> timing;
+  std::optional<TimingStats> baseline_timing;
+  std::optional<Speedup> speedup;           // against the problem's baseline
+  std::optional<Speedup> speedup_vs_reference;
+  double floor_ms = 0.0;                    // roofline floor on this device
+  double roofline_fraction = 0.0;           // floor_ms / median_ms
+
+  DeviceInfo device;
+  bool compile_cached = false;
+  double compile_ms = 0.0;
+  double check_ms = 0.0;
+  double timing_ms = 0.0;                   // wall time spent timing
+  double total_ms = 0.0;
+
+  bool ok() const { return status == EvalStatus::kOk; }
+  // One paragraph for people: status, message, time, speedup, resources.
+  std::string Report() const;
+  // Machine-readable form (the CLI's --json).
+  std::string ToJson() const;
+};
+
+}  // namespace ksearch
+
+#endif  // KSEARCH_EVALUATION_H_

@@ -1,0 +1,110 @@
+// Evaluator: compiles, checks and times candidates for one problem.
+//
+// Every candidate ends in exactly one Evaluation status; a failing candidate is
+// data, never an error of the caller. The in-process evaluator (CreateLocal
+// Evaluator) runs GPU work in the calling process: use it for trusted templates
+// inside an application; generated kernels belong in isolated workers, where a
+// crash or a hang cannot take the caller down.
+//
+//   ksearch::EvaluatorOptions options;
+//   auto evaluator = ksearch::CreateLocalEvaluator(problem, options);
+//   if (!evaluator.ok()) return evaluator.status();   // e.g. no CUDA driver
+//   std::vector<ksearch::Evaluation> results = (*evaluator)->Evaluate(candidates);
+//
+// Thread safety: an Evaluator may be called from any thread, one call at a time
+// per object (calls are serialized internally: one timing lane per GPU).
+#ifndef KSEARCH_EVALUATOR_H_
+#define KSEARCH_EVALUATOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ksearch/candidate.h"
+#include "ksearch/evaluation.h"
+#include "ksearch/problem.h"
+#include "ksearch/status.h"
+
+namespace ksearch {
+
+struct EvaluatorOptions {
+  // CUDA device ordinal to run on.
+  int device_ordinal = 0;
+  // Compile target such as "sm_90". Empty: the device's compute capability.
+  // Required when compile_only is set.
+  std::string arch;
+  // Compile, report resources and check plans only; no GPU is touched. The
+  // evaluation lists the checks that did not run.
+  bool compile_only = false;
+  // NVRTC time limit per compile; a compile past it is kTimeout.
+  double compile_timeout_seconds = 60.0;
+  // Compile logs longer than this are truncated with a note.
+  int64_t max_log_bytes = 64 * 1024;
+  // On-disk compile cache folder. Empty: $KSEARCH_CACHE_DIR, else
+  // $XDG_CACHE_HOME/ksearch, else ~/.cache/ksearch. "off" disables it.
+  std::string compile_cache_dir;
+  // Seed for input generation; 0 draws one from the clock. Inputs never repeat
+  // across candidates either way (the candidate index enters the stream).
+  uint64_t seed = 0;
+  // Correctness trials per input set of the problem.
+  int trials_per_input_set = 1;
+  // Warm-up before timing, in milliseconds of kernel time.
+  double warmup_ms = 20.0;
+  // Repetitions continue until the 95% CI of the median is within
+  // ±target_ci_fraction of it, or until the caps below.
+  double target_ci_fraction = 0.01;
+  int min_repetitions = 10;
+  int max_repetitions = 500;
+  double max_timing_seconds = 2.0;
+  // Flush L2 before every timed repetition.
+  bool flush_l2 = true;
+  // Time the problem's baseline interleaved with each candidate.
+  bool time_baseline = true;
+  // Also time against the reference kernel (always done when there is no
+  // library baseline).
+  bool time_reference = false;
+  // Time-out per candidate run (one plan execution) is
+  // max(watchdog_floor_seconds, watchdog_reference_multiple × reference time).
+  double watchdog_floor_seconds = 2.0;
+  double watchdog_reference_multiple = 100.0;
+  // A median time below floor × suspicious_floor_fraction is kSuspiciousSpeed.
+  double suspicious_floor_fraction = 0.9;
+};
+
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+
+  // Judges each candidate; returns one Evaluation per candidate, in order. If
+  // `cancel` becomes true, candidates not yet started get kCancelled. Blocks
+  // until all are judged.
+  virtual std::vector<Evaluation> Evaluate(std::span<const Candidate> candidates,
+                                           const std::atomic<bool>* cancel = nullptr) = 0;
+
+  // The problem this evaluator judges against; outlives the evaluator's calls.
+  virtual const Problem& problem() const = 0;
+  // The device figures are attached to (name and arch only when compile-only).
+  virtual const DeviceInfo& device() const = 0;
+  // Times of the reference and baseline measured when the evaluator started
+  // (nullopt when compile-only or not timed).
+  virtual std::optional<TimingStats> reference_timing() const = 0;
+  virtual std::optional<TimingStats> baseline_timing() const = 0;
+};
+
+// Creates the in-process evaluator. Errors: kFailedPrecondition when no CUDA
+// driver or no device is present (message says so in one line, e.g. "no CUDA
+// driver found (libcuda.so.1: cannot open shared object file)"), kInvalidArgument
+// for a bad problem or options, kInternal when the reference itself fails.
+StatusOr<std::unique_ptr<Evaluator>> CreateLocalEvaluator(const Problem& problem,
+                                                          const EvaluatorOptions& options);
+
+// True when libcuda.so.1 loads and reports at least one device; `why` (if not
+// null) receives the one-line reason otherwise.
+bool CudaDriverAvailable(std::string* why = nullptr);
+
+}  // namespace ksearch
+
+#endif  // KSEARCH_EVALUATOR_H_

@@ -1,0 +1,106 @@
+// IdeaGenerator and Brancher: the two extension points that create work for a
+// search. An IdeaGenerator proposes optimization ideas for a parent kernel; a
+// Brancher turns (parent, idea) into candidate implementations. Both come
+// LLM-backed (prompted through an LlmClient) and offline (a catalog of
+// parameter moves over a problem's templates).
+//
+// Contract for implementations:
+// - Calls block until done and may run concurrently from several searcher
+//   threads: implementations must be thread-safe.
+// - A generator that produces nothing useful (a malformed model reply, say)
+//   returns an empty vector with the reason in `notes`; a Status error means
+//   the generator itself cannot work (no credentials, budget exhausted) and
+//   stops the search.
+// - `cancel`, when it becomes true, asks the call to return early with
+//   kCancelled.
+//
+// Ownership: the request's references are borrowed for the call only.
+#ifndef KSEARCH_GENERATOR_H_
+#define KSEARCH_GENERATOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ksearch/candidate.h"
+#include "ksearch/evaluation.h"
+#include "ksearch/idea.h"
+#include "ksearch/problem.h"
+#include "ksearch/status.h"
+
+namespace ksearch {
+
+// A judged candidate, as the search remembers it.
+struct HistoryEntry {
+  Candidate candidate;
+  Evaluation evaluation;
+};
+
+// What a search has done so far: every idea with its outcome and every judged
+// candidate, in the order they finished.
+struct SearchHistory {
+  std::vector<Idea> ideas;
+  std::vector<HistoryEntry> entries;
+
+  const HistoryEntry* FindCandidate(const std::string& id) const;
+  const Idea* FindIdea(const std::string& id) const;
+};
+
+struct IdeaRequest {
+  const Problem* problem = nullptr;
+  const HistoryEntry* parent = nullptr;   // the seed the ideas apply to
+  const SearchHistory* history = nullptr;
+  int round = 0;
+  int count = 4;                          // ideas wanted
+  std::vector<IdeaCategory> categories;   // spread the ideas across these
+  uint64_t seed = 0;                      // for deterministic generators
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct IdeaResult {
+  std::vector<Idea> ideas;   // ids, parent and round are filled in by the searcher
+  std::string notes;         // why fewer than asked, parse problems, …
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost_usd = 0.0;
+};
+
+class IdeaGenerator {
+ public:
+  virtual ~IdeaGenerator() = default;
+  virtual StatusOr<IdeaResult> Propose(const IdeaRequest& request) = 0;
+  virtual std::string name() const = 0;   // "catalog", "llm:gpt-5"
+};
+
+struct BranchRequest {
+  const Problem* problem = nullptr;
+  const HistoryEntry* parent = nullptr;
+  const Idea* idea = nullptr;
+  const SearchHistory* history = nullptr;
+  int count = 4;                          // implementations wanted
+  // For repair: the failed branch and its evaluation (compile log, mismatch);
+  // null for a first attempt.
+  const HistoryEntry* failed = nullptr;
+  uint64_t seed = 0;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct BranchResult {
+  std::vector<Candidate> candidates;  // ids and provenance are filled in by the searcher
+  std::string notes;                  // e.g. "branch 2: no ```json block in the reply"
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost_usd = 0.0;
+};
+
+class Brancher {
+ public:
+  virtual ~Brancher() = default;
+  virtual StatusOr<BranchResult> Branch(const BranchRequest& request) = 0;
+  virtual std::string name() const = 0;
+};
+
+}  // namespace ksearch
+
+#endif  // KSEARCH_GENERATOR_H_

@@ -1,0 +1,152 @@
+// LlmClient: asynchronous chat completions behind one interface, whatever the
+// provider (OpenAI-compatible servers — hosted, vLLM, llama.cpp, Ollama — and
+// Anthropic messages). The concrete clients (HTTP, replay), the recording
+// format, the price table and the mock server are in ksearch/llm.h.
+//
+// Contract for implementations:
+// - Complete() returns at once; `done` runs exactly once, on one of the
+//   client's I/O threads, never inline inside Complete().
+// - Transient failures (429, 500–504, resets, time-outs) are retried inside the
+//   client with backoff and jitter, honoring Retry-After; `done` sees the final
+//   result only. A final error is a Status whose message names the provider,
+//   the HTTP status and the server's message ("openai: HTTP 429 (Too Many
+//   Requests) after 5 attempts: Rate limit reached …"). Codes:
+//     kResourceExhausted   429 after the retry budget (or a Retry-After longer
+//                          than the client is willing to wait)
+//     kUnavailable         500–504 / 529, connection refused or reset, a reply
+//                          cut mid-body, name resolution failure
+//     kDeadlineExceeded    no reply within ChatRequest::timeout_seconds
+//     kUnauthenticated     401      kPermissionDenied  403
+//     kNotFound            404 (unknown model or wrong base URL), or a reply
+//                          whose content is empty
+//     kInvalidArgument     other 4xx (the request itself is wrong; not retried)
+//     kDataLoss            the reply is not valid JSON, or exceeds the client's
+//                          body limit
+//     kUnimplemented       the reply is valid JSON but lacks a field the
+//                          provider's format requires (wrong provider or URL?)
+//     kOutOfRange          the reply was cut at max_tokens (finish reason
+//                          "length" / "max_tokens"), unless the client accepts
+//                          truncated replies
+//     kFailedPrecondition  TLS certificate verification failed
+//     kCancelled           Cancel() or the client's destruction
+// - API keys are never logged, recorded or included in a Status.
+//
+// Thread safety: Complete(), Cancel(), totals() and SetObserver() may be called
+// from any thread concurrently. The client must outlive every pending
+// callback; its destructor cancels pending requests and waits for their
+// callbacks (so it must not run on one of the client's own I/O threads unless
+// the implementation says otherwise).
+#ifndef KSEARCH_LLM_CLIENT_H_
+#define KSEARCH_LLM_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ksearch/status.h"
+
+namespace ksearch {
+
+struct ChatMessage {
+  enum class Role { kUser, kAssistant };
+  Role role = Role::kUser;
+  std::string content;
+};
+
+// "user", "assistant".
+std::string_view ToString(ChatMessage::Role role);
+
+struct ChatRequest {
+  std::string model;                 // provider's model name; empty: the client's default
+  std::string system;                // system prompt (may be empty)
+  std::vector<ChatMessage> messages;
+  double temperature = 1.0;
+  int max_tokens = 8192;
+  std::vector<std::string> stop;
+  double timeout_seconds = 300.0;    // per attempt
+  std::string tag;                   // free text carried into recordings ("idea r2 s1")
+};
+
+// kStop: the model ended its turn. kLength: the reply hit max_tokens (only seen
+// when the client accepts truncated replies; otherwise that is kOutOfRange).
+// kStopSequence: one of ChatRequest::stop ended the reply (Anthropic reports
+// this; OpenAI-compatible servers report kStop). kOther: anything else the
+// server said (content filter, tool call, …).
+enum class FinishReason { kStop, kLength, kStopSequence, kOther };
+
+// "stop", "length", "stop_sequence", "other".
+std::string_view ToString(FinishReason reason);
+
+struct ChatResponse {
+  std::string content;
+  FinishReason finish_reason = FinishReason::kStop;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double latency_ms = 0.0;           // of the attempt that succeeded
+  int attempts = 1;
+  double cost_usd = 0.0;             // from the price table; 0 when unknown
+  std::string model;                 // as reported by the server
+};
+
+// Running totals over a client's lifetime, for budgets. `requests` counts
+// finished Complete() calls (success or not), `failures` those that ended in an
+// error (cancellations included). Tokens and cost include replies that were
+// billed but rejected (truncated or empty content).
+struct LlmTotals {
+  int64_t requests = 0;
+  int64_t failures = 0;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost_usd = 0.0;
+};
+
+// One finished exchange, for recording and replay. `request_hash` is a stable
+// hash of the request's model, system, messages, temperature, max_tokens and
+// stop sequences (RequestHash below); it is the replay key.
+struct LlmExchange {
+  std::string provider;
+  std::string request_hash;
+  ChatRequest request;
+  StatusOr<ChatResponse> response = Status(StatusCode::kUnknown, "not set");
+  int64_t started_unix_ms = 0;
+  // The id Complete() returned. Ids grow in the order Complete() was called, so
+  // replay can serve identical requests (branches of one idea) in the order
+  // they were issued rather than the order they finished.
+  uint64_t request_id = 0;
+};
+
+// Lower-case hex SHA-256 (64 characters) of a canonical encoding of the
+// request's model, system, messages (role and content), temperature,
+// max_tokens and stop sequences. Timeout and tag are not part of it. The same
+// request gives the same hash on every platform and in every version of
+// ksearch that writes recordings of version 1.
+std::string RequestHash(const ChatRequest& request);
+
+class LlmClient {
+ public:
+  using Callback = std::function<void(StatusOr<ChatResponse>)>;
+  // Called once per finished exchange, on an I/O thread, before the request's
+  // own callback. Keep it short: it runs on the client's I/O thread.
+  using ExchangeObserver = std::function<void(const LlmExchange&)>;
+
+  virtual ~LlmClient() = default;
+
+  // Starts a request; returns a request id usable with Cancel(). Never fails
+  // synchronously: every problem (a bad request included) reaches `done`.
+  virtual uint64_t Complete(ChatRequest request, Callback done) = 0;
+  // Cancels a pending request: its callback receives kCancelled (unless it has
+  // already completed). Unknown or finished ids are ignored.
+  virtual void Cancel(uint64_t request_id) = 0;
+  virtual LlmTotals totals() const = 0;
+  // Replaces the exchange observer (nullptr: none).
+  virtual void SetObserver(ExchangeObserver observer) = 0;
+  // "openai", "anthropic", "replay", …
+  virtual std::string provider() const = 0;
+};
+
+}  // namespace ksearch
+
+#endif  // KSEARCH_LLM_CLIENT_H_

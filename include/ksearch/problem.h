@@ -1,0 +1,163 @@
+// Problem: what a search optimizes.
+//
+// A problem names its dims, its input and output tensors, the distributions its
+// inputs are drawn from, a trusted reference kernel (accumulating in fp64 where
+// sums are long) and its plain-fp32 twin (used to measure the strict tolerance),
+// a starting kernel, optional tunable templates, an optional library baseline,
+// the flops and bytes of the op for the roofline, and the text a language model
+// is shown. It is plain data: it round-trips through JSON (docs/problems.md), so
+// a remote worker can rebuild it from the text alone.
+//
+// Loading:
+//   auto problem = ksearch::Problem::Load("problems/softmax/problem.json");
+//   if (!problem.ok()) { std::cerr << problem.status().ToString() << "\n"; }
+//
+// Errors name the file, the field and the value ("problems/x/problem.json:
+// tensors[1].dtype: unknown dtype 'f33' (expected f32, f64, f16, bf16, i32, i64,
+// u8)").
+//
+// Thread safety: plain values.
+#ifndef KSEARCH_PROBLEM_H_
+#define KSEARCH_PROBLEM_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ksearch/candidate.h"
+#include "ksearch/status.h"
+#include "ksearch/tensor.h"
+
+namespace ksearch {
+
+enum class TolerancePolicy {
+  // The candidate must be about as accurate as plain fp32 arithmetic: the
+  // evaluator measures the L2 relative error of the fp32 reference against the
+  // fp64 one on the same inputs and allows `strict_multiple` times that, with
+  // an elementwise atol scaled to the output's RMS.
+  kStrict,
+  // atol = rtol = 1e-2 (the looser convention of published benchmarks). Every
+  // figure obtained under it is labelled "relaxed".
+  kRelaxed,
+};
+std::string_view ToString(TolerancePolicy policy);
+
+struct Tolerance {
+  TolerancePolicy policy = TolerancePolicy::kStrict;
+  // kStrict: allowed L2 relative error = strict_multiple × the measured fp32
+  // error (never below strict_floor).
+  double strict_multiple = 8.0;
+  double strict_floor = 1e-6;
+  // kStrict: elementwise atol = atol_rms_fraction × RMS(expected output).
+  double atol_rms_fraction = 1e-5;
+  // kRelaxed only.
+  double rtol = 1e-2;
+  double atol = 1e-2;
+
+  friend bool operator==(const Tolerance&, const Tolerance&) = default;
+};
+
+// A kernel the problem ships (reference, starting kernel): source + plan.
+struct KernelSpec {
+  std::string source_file;  // relative to the problem's folder; informative
+  std::string source;       // the CUDA text itself
+  LaunchPlan plan;
+
+  // A Candidate with this source and plan.
+  Candidate ToCandidate(std::string id, std::string generator) const;
+
+  friend bool operator==(const KernelSpec&, const KernelSpec&) = default;
+};
+
+// A tunable template: a kernel whose params range over declared values.
+struct TemplateSpec {
+  std::string name;
+  KernelSpec kernel;  // plan.params hold the default point
+  // Each param's allowed values, in declaration order.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> space;
+  // Conditions over params and dims that every point must satisfy
+  // (EvaluateCondition grammar).
+  std::vector<std::string> constraints;
+
+  friend bool operator==(const TemplateSpec&, const TemplateSpec&) = default;
+};
+
+// A vendor library the candidate is also timed against, run in-process through
+// dlopen. Known names: "cublas_sgemm" (TF32 off), "cudnn_conv_fwd" (fp32, TF32
+// off), "cudnn_conv_relu_maxpool". An empty name means the reference kernel is
+// the baseline.
+struct BaselineSpec {
+  std::string library;
+  // Library-specific integer settings (stride, padding, …), in order.
+  std::vector<std::pair<std::string, int64_t>> settings;
+
+  friend bool operator==(const BaselineSpec&, const BaselineSpec&) = default;
+};
+
+struct Problem {
+  std::string name;
+  std::string description;  // the text a language model is shown
+  std::string torch_equivalent;  // the PyTorch one-liner, for people and prompts
+  std::vector<std::pair<std::string, int64_t>> dims;  // in declaration order
+  std::vector<TensorSpec> tensors;
+  std::vector<InputSet> input_sets;  // defaults: DefaultInputSets()
+  Tolerance tolerance;
+  std::string flops;  // an expression over dims: floating-point operations
+  std::string bytes;  // an expression over dims: minimum bytes moved
+  KernelSpec reference;       // trusted; fp64 accumulation where sums are long
+  KernelSpec reference_fp32;  // the same op in plain fp32 (strict tolerance)
+  KernelSpec start;           // round 0 of a search
+  std::vector<TemplateSpec> templates;
+  BaselineSpec baseline;
+  std::string directory;      // where it was loaded from (empty if built in code)
+
+  // Reads `path` (a problem JSON, or a folder holding problem.json) and the
+  // .cu files it names, and validates the result (Validate). Errors:
+  // kNotFound / kPermissionDenied for files; kInvalidArgument for content.
+  static StatusOr<Problem> Load(std::string_view path);
+  // Parses problem JSON text; `directory` resolves the .cu file names and
+  // `origin` names the text in errors.
+  static StatusOr<Problem> FromJson(std::string_view json, std::string_view directory,
+                                    std::string_view origin);
+  // Self-contained JSON: sources are embedded, so the text alone rebuilds the
+  // problem (FromJson(ToJson(), "", …) == *this, directory aside).
+  std::string ToJson() const;
+
+  // Checks names, dtypes, shape and plan expressions, overflow of 64-bit byte
+  // counts, template spaces. Errors: kInvalidArgument naming field and value.
+  Status Validate() const;
+
+  // Stable hex SHA-256 of everything that affects results (dims, tensors, input
+  // sets, tolerance, reference kernels, flops/bytes, baseline); not the
+  // description, the starting kernel or the templates.
+  std::string Fingerprint() const;
+
+  // The same problem with some dims replaced (small shapes for tests). Errors:
+  // kInvalidArgument for an unknown dim or a non-positive value.
+  StatusOr<Problem> WithDims(const std::vector<std::pair<std::string, int64_t>>& dims) const;
+
+  // Dim lookup; nullopt when absent.
+  std::optional<int64_t> Dim(std::string_view name) const;
+  const TensorSpec* FindTensor(std::string_view name) const;
+  // Element count of a tensor (product of its evaluated shape).
+  StatusOr<int64_t> Elements(const TensorSpec& tensor) const;
+  StatusOr<double> Flops() const;
+  StatusOr<double> Bytes() const;
+};
+
+// Built-in problems shipped with ksearch (problems/ in the source tree,
+// share/ksearch/problems when installed).
+std::vector<std::string> BuiltinProblemNames();
+// The folder built-in problems are read from: $KSEARCH_PROBLEMS_DIR when set,
+// else the source tree or install location found at build time.
+std::string BuiltinProblemsDirectory();
+// Loads `name_or_path`: a built-in name ("softmax") or a path to a problem JSON
+// or folder. Errors: kNotFound listing the built-in names.
+StatusOr<Problem> LoadProblem(std::string_view name_or_path);
+
+}  // namespace ksearch
+
+#endif  // KSEARCH_PROBLEM_H_

@@ -1,0 +1,79 @@
+#include <cstdio>
+
+#include "ksearch/generator.h"
+#include "ksearch/searcher.h"
+
+namespace ksearch {
+
+const HistoryEntry* SearchHistory::FindCandidate(const std::string& id) const {
+  for (const HistoryEntry& e : entries) {
+    if (e.candidate.id == id) return &e;
+  }
+  return nullptr;
+}
+
+const Idea* SearchHistory::FindIdea(const std::string& id) const {
+  for (const Idea& i : ideas) {
+    if (i.id == id) return &i;
+  }
+  return nullptr;
+}
+
+std::string_view ToString(TerminationReason reason) {
+  switch (reason) {
+    case TerminationReason::kCompleted: return "completed";
+    case TerminationReason::kBudgetRounds: return "round budget reached";
+    case TerminationReason::kBudgetCandidates: return "candidate budget reached";
+    case TerminationReason::kBudgetTokens: return "token budget reached";
+    case TerminationReason::kBudgetCost: return "cost budget reached";
+    case TerminationReason::kBudgetWallTime: return "wall-time budget reached";
+    case TerminationReason::kBudgetGpuTime: return "GPU-time budget reached";
+    case TerminationReason::kTargetReached: return "target speedup reached";
+    case TerminationReason::kStoppedByObserver: return "stopped by an observer";
+    case TerminationReason::kInterrupted: return "interrupted";
+    case TerminationReason::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+std::string SearchSummary::BriefReport() const {
+  char text[512];
+  std::string best_text = "no correct kernel";
+  if (best && best->evaluation.timing) {
+    std::snprintf(text, sizeof(text), "best %s %.4f ms", best->candidate.id.c_str(),
+                  best->evaluation.timing->median_ms);
+    best_text = text;
+    if (best->evaluation.speedup) {
+      std::snprintf(text, sizeof(text), " (%.3fx vs %s)", best->evaluation.speedup->ratio,
+                    best->evaluation.speedup->baseline.c_str());
+      best_text += text;
+    }
+  } else if (best) {
+    best_text = "best " + best->candidate.id + " (untimed)";
+  }
+  std::snprintf(text, sizeof(text), "%s: %s after %d rounds; %lld candidates, %lld correct; %s; %.1f s",
+                strategy.c_str(), std::string(ToString(termination)).c_str(), rounds,
+                static_cast<long long>(candidates), static_cast<long long>(correct),
+                best_text.c_str(), wall_seconds);
+  return text;
+}
+
+std::string SearchSummary::FullReport() const {
+  std::string out = BriefReport() + "\n";
+  if (termination == TerminationReason::kFailed) out += "error: " + error.ToString() + "\n";
+  if (!by_status.empty()) {
+    out += "statuses:";
+    for (const auto& [status, count] : by_status) out += " " + status + "=" + std::to_string(count);
+    out += "\n";
+  }
+  char text[256];
+  std::snprintf(text, sizeof(text), "ideas %lld; tokens in %lld, out %lld; cost $%.4f; GPU %.1f s\n",
+                static_cast<long long>(ideas), static_cast<long long>(input_tokens),
+                static_cast<long long>(output_tokens), cost_usd, gpu_seconds);
+  out += text;
+  if (start) out += "starting kernel:\n" + start->evaluation.Report();
+  if (best) out += "best kernel:\n" + best->evaluation.Report();
+  return out;
+}
+
+}  // namespace ksearch

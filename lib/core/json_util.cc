@@ -1,0 +1,135 @@
+#include "core/json_util.h"
+
+#include <algorithm>
+
+namespace ksearch::internal {
+
+StatusOr<std::unique_ptr<JsonDocument>> JsonDocument::Parse(std::string_view text,
+                                                            std::string_view origin) {
+  auto doc = std::make_unique<JsonDocument>();
+  doc->origin_ = std::string(origin);
+  simdjson::padded_string padded(text);
+  // The parser owns the parsed tape; `padded` only needs to live for parse().
+  auto result = doc->parser_.parse(padded);
+  if (result.error()) {
+    return InvalidArgumentError(doc->origin_ + ": malformed JSON: " +
+                                simdjson::error_message(result.error()));
+  }
+  doc->root_ = result.value_unsafe();
+  return doc;
+}
+
+Status JsonNode::Error(std::string_view message) const {
+  std::string text = *origin_;
+  text += ": ";
+  text += path_.empty() ? std::string("(top level)") : path_;
+  text += ": ";
+  text += message;
+  return InvalidArgumentError(std::move(text));
+}
+
+std::string JsonNode::Describe() const {
+  std::string text = Minified();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+std::string JsonNode::Minified() const { return simdjson::minify(element_); }
+
+std::string JsonNode::Child(std::string_view key) const {
+  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+}
+
+StatusOr<std::optional<JsonNode>> JsonNode::Find(std::string_view key) const {
+  if (!element_.is_object()) return Error("expected an object, got " + Describe());
+  simdjson::dom::object object;
+  if (element_.get_object().get(object)) return Error("expected an object, got " + Describe());
+  auto member = object[key];
+  if (member.error() == simdjson::NO_SUCH_FIELD) return std::optional<JsonNode>();
+  if (member.error()) return Error(simdjson::error_message(member.error()));
+  return std::optional<JsonNode>(JsonNode(member.value_unsafe(), Child(key), origin_));
+}
+
+StatusOr<JsonNode> JsonNode::Required(std::string_view key) const {
+  KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> node, Find(key));
+  if (!node) return Error("missing required field '" + std::string(key) + "'");
+  return *node;
+}
+
+Status JsonNode::CheckKeys(const std::vector<std::string_view>& known) const {
+  if (!element_.is_object()) return Error("expected an object, got " + Describe());
+  simdjson::dom::object object;
+  if (element_.get_object().get(object)) return Error("expected an object, got " + Describe());
+  for (auto field : object) {
+    if (std::find(known.begin(), known.end(), field.key) == known.end()) {
+      std::string list;
+      for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      return JsonNode(field.value, Child(field.key), origin_)
+          .Error("unknown field (known fields here: " + list + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::string> JsonNode::String() const {
+  if (!element_.is_string()) return Error("expected a string, got " + Describe());
+  return std::string(element_.get_string().value_unsafe());
+}
+
+StatusOr<int64_t> JsonNode::Int() const {
+  if (element_.is_int64()) return element_.get_int64().value_unsafe();
+  if (element_.is_uint64()) return Error("integer out of 64-bit range: " + Describe());
+  if (element_.is_double()) {
+    double value = element_.get_double().value_unsafe();
+    if (value == static_cast<double>(static_cast<int64_t>(value)) && value < 9.0e18 && value > -9.0e18) {
+      return static_cast<int64_t>(value);
+    }
+  }
+  return Error("expected an integer, got " + Describe());
+}
+
+StatusOr<double> JsonNode::Double() const {
+  if (element_.is_number()) return element_.get_double().value_unsafe();
+  return Error("expected a number, got " + Describe());
+}
+
+StatusOr<bool> JsonNode::Bool() const {
+  if (element_.is_bool()) return element_.get_bool().value_unsafe();
+  return Error("expected true or false, got " + Describe());
+}
+
+StatusOr<std::string> JsonNode::Expression() const {
+  if (element_.is_string()) return std::string(element_.get_string().value_unsafe());
+  if (IsInteger()) {
+    KSEARCH_ASSIGN_OR_RETURN(int64_t value, Int());
+    return std::to_string(value);
+  }
+  return Error("expected an integer or an expression string, got " + Describe());
+}
+
+StatusOr<std::vector<JsonNode>> JsonNode::Array() const {
+  if (!element_.is_array()) return Error("expected an array, got " + Describe());
+  std::vector<JsonNode> out;
+  size_t index = 0;
+  // Iterate a named local: the simdjson_result temporary would not outlive
+  // the loop's range expression.
+  simdjson::dom::array array;
+  if (element_.get_array().get(array)) return Error("expected an array, got " + Describe());
+  for (auto item : array) {
+    out.emplace_back(item, path_ + "[" + std::to_string(index++) + "]", origin_);
+  }
+  return out;
+}
+
+StatusOr<std::vector<std::pair<std::string, JsonNode>>> JsonNode::Members() const {
+  if (!element_.is_object()) return Error("expected an object, got " + Describe());
+  std::vector<std::pair<std::string, JsonNode>> out;
+  simdjson::dom::object object;
+  if (element_.get_object().get(object)) return Error("expected an object, got " + Describe());
+  for (auto field : object) {
+    out.emplace_back(std::string(field.key), JsonNode(field.value, Child(field.key), origin_));
+  }
+  return out;
+}
+
+}  // namespace ksearch::internal

@@ -1,0 +1,59 @@
+// Turns a LaunchPlan into concrete numbers for one problem: grid and block
+// sizes, dynamic shared memory, workspace sizes and argument bindings. Shared by
+// the evaluator (before any launch) and compile-only checks.
+#ifndef KSEARCH_CORE_PLAN_RESOLVE_H_
+#define KSEARCH_CORE_PLAN_RESOLVE_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ksearch/candidate.h"
+#include "ksearch/problem.h"
+#include "ksearch/status.h"
+
+namespace ksearch::internal {
+
+struct ResolvedArg {
+  enum class Kind { kTensor, kWorkspace, kI32, kI64, kF32 };
+  Kind kind = Kind::kTensor;
+  int index = -1;         // into Problem::tensors or the plan's workspace
+  int64_t int_value = 0;  // kI32, kI64
+  float float_value = 0;  // kF32
+  // Bytes the kernel parameter occupies (8 for pointers).
+  int64_t Size() const { return kind == Kind::kI32 || kind == Kind::kF32 ? 4 : 8; }
+};
+
+struct ResolvedLaunch {
+  std::string kernel;
+  std::array<uint32_t, 3> grid{};
+  std::array<uint32_t, 3> block{};
+  int64_t shared_bytes = 0;
+  std::vector<ResolvedArg> args;
+  int64_t Threads() const { return int64_t{block[0]} * block[1] * block[2]; }
+};
+
+struct ResolvedPlan {
+  std::vector<int64_t> workspace_elements;
+  std::vector<ResolvedLaunch> launches;
+};
+
+// Dims followed by the plan's params: the names expressions may use.
+std::vector<std::pair<std::string, int64_t>> PlanValues(const Problem& problem,
+                                                        const LaunchPlan& plan);
+
+// Errors: kInvalidArgument naming the field ("launches[1].grid[0]"), the
+// expression and the reason: unknown names, an argument that names no tensor
+// or workspace, sizes out of CUDA's limits (grid.x < 2^31, grid.y/z and
+// block.z within 65535, at most 1024 threads per block), params shadowing
+// dims, negative sizes.
+StatusOr<ResolvedPlan> ResolvePlan(const Problem& problem, const LaunchPlan& plan);
+
+// -D defines for the plan's params ("-DBLOCK=256").
+std::vector<std::string> ParamDefines(const LaunchPlan& plan);
+
+}  // namespace ksearch::internal
+
+#endif  // KSEARCH_CORE_PLAN_RESOLVE_H_

@@ -1,0 +1,644 @@
+#include "ksearch/problem.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <dirent.h>
+
+#include "core/file_util.h"
+#include "core/hash.h"
+#include "core/json_util.h"
+#include "core/plan_resolve.h"
+
+namespace ksearch {
+
+namespace internal {
+StatusOr<LaunchPlan> ParsePlanNode(const JsonNode& node);
+boost::json::object PlanToJsonObject(const LaunchPlan& plan);
+}  // namespace internal
+
+namespace {
+
+using internal::JsonDocument;
+using internal::JsonNode;
+
+// A file error found while reading a field keeps its code (kNotFound,
+// kPermissionDenied) and gains the field's location.
+Status FileError(const JsonNode& node, const Status& error) {
+  return Status(error.code(), node.Error(error.message()).message());
+}
+
+bool IsIdentifier(std::string_view name) {
+  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+// "normal(0, 1)" or "uniform(-1, 1)".
+StatusOr<Distribution> ParseDistribution(const JsonNode& node) {
+  KSEARCH_ASSIGN_OR_RETURN(std::string text, node.String());
+  std::string compact;
+  for (char c : text) {
+    if (!std::isspace(static_cast<unsigned char>(c))) compact += c;
+  }
+  auto open = compact.find('('), comma = compact.find(','), close = compact.find(')');
+  if (open == std::string::npos || comma == std::string::npos || close != compact.size() - 1 ||
+      comma < open) {
+    return node.Error("expected 'normal(MEAN, STDDEV)' or 'uniform(LOW, HIGH)', got " +
+                      node.Describe());
+  }
+  std::string kind = compact.substr(0, open);
+  std::string a = compact.substr(open + 1, comma - open - 1);
+  std::string b = compact.substr(comma + 1, close - comma - 1);
+  char* end_a = nullptr;
+  char* end_b = nullptr;
+  double va = std::strtod(a.c_str(), &end_a);
+  double vb = std::strtod(b.c_str(), &end_b);
+  if (a.empty() || b.empty() || *end_a != '\0' || *end_b != '\0' || !std::isfinite(va) ||
+      !std::isfinite(vb)) {
+    return node.Error("distribution parameters must be numbers, got " + node.Describe());
+  }
+  if (kind == "normal") {
+    if (vb <= 0) return node.Error("the standard deviation must be positive, got " + b);
+    return Distribution::Normal(va, vb);
+  }
+  if (kind == "uniform") {
+    if (vb <= va) return node.Error("uniform(LOW, HIGH) needs LOW < HIGH, got " + node.Describe());
+    return Distribution::Uniform(va, vb);
+  }
+  return node.Error("unknown distribution '" + kind + "' (expected normal or uniform)");
+}
+
+StatusOr<KernelSpec> ParseKernel(const JsonNode& node, std::string_view directory) {
+  KSEARCH_RETURN_IF_ERROR(node.CheckKeys({"source", "source_text", "plan"}));
+  KernelSpec spec;
+  KSEARCH_ASSIGN_OR_RETURN(auto text, node.Find("source_text"));
+  KSEARCH_ASSIGN_OR_RETURN(auto file, node.Find("source"));
+  if (file) {
+    KSEARCH_ASSIGN_OR_RETURN(spec.source_file, file->String());
+  }
+  if (text) {
+    KSEARCH_ASSIGN_OR_RETURN(spec.source, text->String());
+  } else if (file) {
+    std::string path = internal::JoinPath(directory, spec.source_file);
+    auto contents = internal::ReadFile(path);
+    if (!contents.ok()) return FileError(*file, contents.status());
+    spec.source = std::move(*contents);
+  } else {
+    return node.Error("needs 'source' (a .cu file name) or 'source_text'");
+  }
+  KSEARCH_ASSIGN_OR_RETURN(JsonNode plan_node, node.Required("plan"));
+  if (plan_node.IsString()) {
+    KSEARCH_ASSIGN_OR_RETURN(std::string plan_file, plan_node.String());
+    std::string path = internal::JoinPath(directory, plan_file);
+    auto contents = internal::ReadFile(path);
+    if (!contents.ok()) return FileError(plan_node, contents.status());
+    auto plan = LaunchPlan::FromJson(*contents, path);
+    if (!plan.ok()) return plan.status();
+    spec.plan = std::move(*plan);
+  } else {
+    KSEARCH_ASSIGN_OR_RETURN(spec.plan, internal::ParsePlanNode(plan_node));
+  }
+  return spec;
+}
+
+StatusOr<Problem> ParseProblem(const JsonNode& root, std::string_view directory) {
+  KSEARCH_RETURN_IF_ERROR(root.CheckKeys({"name", "description", "description_file", "torch", "dims",
+                                          "tensors", "input_sets", "tolerance", "flops", "bytes",
+                                          "reference", "reference_fp32", "start", "templates",
+                                          "baseline"}));
+  Problem p;
+  p.directory = std::string(directory);
+  KSEARCH_ASSIGN_OR_RETURN(JsonNode name, root.Required("name"));
+  KSEARCH_ASSIGN_OR_RETURN(p.name, name.String());
+  if (p.name.empty() || !std::all_of(p.name.begin(), p.name.end(), [](char c) {
+        return std::islower(static_cast<unsigned char>(c)) ||
+               std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+      })) {
+    return name.Error("a problem name uses a-z, 0-9, '_' and '-' only, got " + name.Describe());
+  }
+  KSEARCH_ASSIGN_OR_RETURN(auto description, root.Find("description"));
+  KSEARCH_ASSIGN_OR_RETURN(auto description_file, root.Find("description_file"));
+  if (description) {
+    KSEARCH_ASSIGN_OR_RETURN(p.description, description->String());
+  } else if (description_file) {
+    KSEARCH_ASSIGN_OR_RETURN(std::string file, description_file->String());
+    auto text = internal::ReadFile(internal::JoinPath(directory, file));
+    if (!text.ok()) return FileError(*description_file, text.status());
+    p.description = std::move(*text);
+  }
+  KSEARCH_ASSIGN_OR_RETURN(auto torch, root.Find("torch"));
+  if (torch) {
+    KSEARCH_ASSIGN_OR_RETURN(p.torch_equivalent, torch->String());
+  }
+
+  KSEARCH_ASSIGN_OR_RETURN(JsonNode dims, root.Required("dims"));
+  KSEARCH_ASSIGN_OR_RETURN(auto dim_members, dims.Members());
+  for (auto& [key, value] : dim_members) {
+    if (!IsIdentifier(key)) return value.Error("a dim name must be an identifier");
+    KSEARCH_ASSIGN_OR_RETURN(int64_t v, value.Int());
+    if (v <= 0) return value.Error("a dim must be a positive integer, got " + value.Describe());
+    p.dims.emplace_back(key, v);
+  }
+
+  KSEARCH_ASSIGN_OR_RETURN(JsonNode tensors, root.Required("tensors"));
+  KSEARCH_ASSIGN_OR_RETURN(auto tensor_items, tensors.Array());
+  for (const JsonNode& item : tensor_items) {
+    KSEARCH_RETURN_IF_ERROR(item.CheckKeys({"name", "dtype", "shape", "role"}));
+    TensorSpec t;
+    KSEARCH_ASSIGN_OR_RETURN(JsonNode tname, item.Required("name"));
+    KSEARCH_ASSIGN_OR_RETURN(t.name, tname.String());
+    KSEARCH_ASSIGN_OR_RETURN(JsonNode dtype, item.Required("dtype"));
+    KSEARCH_ASSIGN_OR_RETURN(std::string dtype_text, dtype.String());
+    auto parsed = ParseDType(dtype_text);
+    if (!parsed.ok()) return dtype.Error(parsed.status().message());
+    t.dtype = *parsed;
+    KSEARCH_ASSIGN_OR_RETURN(JsonNode shape, item.Required("shape"));
+    KSEARCH_ASSIGN_OR_RETURN(auto shape_items, shape.Array());
+    for (const JsonNode& s : shape_items) {
+      KSEARCH_ASSIGN_OR_RETURN(std::string expr, s.Expression());
+      t.shape.push_back(std::move(expr));
+    }
+    KSEARCH_ASSIGN_OR_RETURN(JsonNode role, item.Required("role"));
+    KSEARCH_ASSIGN_OR_RETURN(std::string role_text, role.String());
+    if (role_text == "input") {
+      t.role = TensorRole::kInput;
+    } else if (role_text == "output") {
+      t.role = TensorRole::kOutput;
+    } else {
+      return role.Error("expected \"input\" or \"output\", got " + role.Describe());
+    }
+    p.tensors.push_back(std::move(t));
+  }
+
+  KSEARCH_ASSIGN_OR_RETURN(auto sets, root.Find("input_sets"));
+  if (sets) {
+    KSEARCH_ASSIGN_OR_RETURN(auto set_items, sets->Array());
+    for (const JsonNode& item : set_items) {
+      KSEARCH_RETURN_IF_ERROR(item.CheckKeys({"name", "distribution", "tensors"}));
+      InputSet set;
+      KSEARCH_ASSIGN_OR_RETURN(JsonNode sname, item.Required("name"));
+      KSEARCH_ASSIGN_OR_RETURN(set.name, sname.String());
+      KSEARCH_ASSIGN_OR_RETURN(JsonNode dist, item.Required("distribution"));
+      KSEARCH_ASSIGN_OR_RETURN(set.fallback, ParseDistribution(dist));
+      KSEARCH_ASSIGN_OR_RETURN(auto per, item.Find("tensors"));
+      if (per) {
+        KSEARCH_ASSIGN_OR_RETURN(auto members, per->Members());
+        for (auto& [tensor, value] : members) {
+          KSEARCH_ASSIGN_OR_RETURN(Distribution d, ParseDistribution(value));
+          set.per_tensor.emplace_back(tensor, d);
+        }
+      }
+      p.input_sets.push_back(std::move(set));
+    }
+  } else {
+    p.input_sets = DefaultInputSets();
+  }
+
+  KSEARCH_ASSIGN_OR_RETURN(auto tolerance, root.Find("tolerance"));
+  if (tolerance) {
+    KSEARCH_RETURN_IF_ERROR(tolerance->CheckKeys(
+        {"policy", "strict_multiple", "strict_floor", "atol_rms_fraction", "rtol", "atol"}));
+    KSEARCH_ASSIGN_OR_RETURN(JsonNode policy, tolerance->Required("policy"));
+    KSEARCH_ASSIGN_OR_RETURN(std::string policy_text, policy.String());
+    if (policy_text == "strict") {
+      p.tolerance.policy = TolerancePolicy::kStrict;
+    } else if (policy_text == "relaxed") {
+      p.tolerance.policy = TolerancePolicy::kRelaxed;
+    } else {
+      return policy.Error("expected \"strict\" or \"relaxed\", got " + policy.Describe());
+    }
+    struct Field {
+      const char* key;
+      double* target;
+    } fields[] = {{"strict_multiple", &p.tolerance.strict_multiple},
+                  {"strict_floor", &p.tolerance.strict_floor},
+                  {"atol_rms_fraction", &p.tolerance.atol_rms_fraction},
+                  {"rtol", &p.tolerance.rtol},
+                  {"atol", &p.tolerance.atol}};
+    for (const Field& f : fields) {
+      KSEARCH_ASSIGN_OR_RETURN(auto node, tolerance->Find(f.key));
+      if (node) {
+        KSEARCH_ASSIGN_OR_RETURN(*f.target, node->Double());
+        if (*f.target < 0) return node->Error("must not be negative");
+      }
+    }
+  }
+
+  KSEARCH_ASSIGN_OR_RETURN(JsonNode flops, root.Required("flops"));
+  KSEARCH_ASSIGN_OR_RETURN(p.flops, flops.Expression());
+  KSEARCH_ASSIGN_OR_RETURN(JsonNode bytes, root.Required("bytes"));
+  KSEARCH_ASSIGN_OR_RETURN(p.bytes, bytes.Expression());
+
+  KSEARCH_ASSIGN_OR_RETURN(JsonNode reference, root.Required("reference"));
+  KSEARCH_ASSIGN_OR_RETURN(p.reference, ParseKernel(reference, directory));
+  KSEARCH_ASSIGN_OR_RETURN(auto reference_fp32, root.Find("reference_fp32"));
+  if (reference_fp32) {
+    KSEARCH_ASSIGN_OR_RETURN(p.reference_fp32, ParseKernel(*reference_fp32, directory));
+  } else if (p.tolerance.policy == TolerancePolicy::kStrict) {
+    return root.Error("the strict tolerance policy needs 'reference_fp32' (the op in plain fp32, "
+                      "used to measure fp32's own error)");
+  }
+  KSEARCH_ASSIGN_OR_RETURN(auto start, root.Find("start"));
+  if (start) {
+    KSEARCH_ASSIGN_OR_RETURN(p.start, ParseKernel(*start, directory));
+  } else {
+    p.start = p.reference_fp32.source.empty() ? p.reference : p.reference_fp32;
+  }
+
+  KSEARCH_ASSIGN_OR_RETURN(auto templates, root.Find("templates"));
+  if (templates) {
+    KSEARCH_ASSIGN_OR_RETURN(auto items, templates->Array());
+    for (const JsonNode& item : items) {
+      KSEARCH_RETURN_IF_ERROR(
+          item.CheckKeys({"name", "source", "source_text", "plan", "space", "constraints"}));
+      TemplateSpec t;
+      KSEARCH_ASSIGN_OR_RETURN(JsonNode tname, item.Required("name"));
+      KSEARCH_ASSIGN_OR_RETURN(t.name, tname.String());
+      // The kernel part reuses ParseKernel on the same object minus the extra keys.
+      KernelSpec kernel;
+      KSEARCH_ASSIGN_OR_RETURN(auto text, item.Find("source_text"));
+      KSEARCH_ASSIGN_OR_RETURN(auto file, item.Find("source"));
+      if (file) {
+        KSEARCH_ASSIGN_OR_RETURN(kernel.source_file, file->String());
+      }
+      if (text) {
+        KSEARCH_ASSIGN_OR_RETURN(kernel.source, text->String());
+      } else if (file) {
+        auto contents = internal::ReadFile(internal::JoinPath(directory, kernel.source_file));
+        if (!contents.ok()) return FileError(*file, contents.status());
+        kernel.source = std::move(*contents);
+      } else {
+        return item.Error("needs 'source' (a .cu file name) or 'source_text'");
+      }
+      KSEARCH_ASSIGN_OR_RETURN(JsonNode plan, item.Required("plan"));
+      KSEARCH_ASSIGN_OR_RETURN(kernel.plan, internal::ParsePlanNode(plan));
+      t.kernel = std::move(kernel);
+      KSEARCH_ASSIGN_OR_RETURN(JsonNode space, item.Required("space"));
+      KSEARCH_ASSIGN_OR_RETURN(auto members, space.Members());
+      for (auto& [param, values] : members) {
+        KSEARCH_ASSIGN_OR_RETURN(auto value_items, values.Array());
+        std::vector<int64_t> list;
+        for (const JsonNode& v : value_items) {
+          KSEARCH_ASSIGN_OR_RETURN(int64_t x, v.Int());
+          list.push_back(x);
+        }
+        if (list.empty()) return values.Error("a parameter needs at least one value");
+        t.space.emplace_back(param, std::move(list));
+      }
+      KSEARCH_ASSIGN_OR_RETURN(auto constraints, item.Find("constraints"));
+      if (constraints) {
+        KSEARCH_ASSIGN_OR_RETURN(auto citems, constraints->Array());
+        for (const JsonNode& c : citems) {
+          KSEARCH_ASSIGN_OR_RETURN(std::string expr, c.String());
+          t.constraints.push_back(std::move(expr));
+        }
+      }
+      p.templates.push_back(std::move(t));
+    }
+  }
+
+  KSEARCH_ASSIGN_OR_RETURN(auto baseline, root.Find("baseline"));
+  if (baseline) {
+    KSEARCH_RETURN_IF_ERROR(baseline->CheckKeys({"library", "settings"}));
+    KSEARCH_ASSIGN_OR_RETURN(JsonNode library, baseline->Required("library"));
+    KSEARCH_ASSIGN_OR_RETURN(p.baseline.library, library.String());
+    static constexpr std::string_view kKnown[] = {"cublas_sgemm", "cudnn_conv_fwd",
+                                                  "cudnn_conv_relu_maxpool", ""};
+    if (std::find(std::begin(kKnown), std::end(kKnown), p.baseline.library) == std::end(kKnown)) {
+      return library.Error("unknown baseline library " + library.Describe() +
+                           " (known: cublas_sgemm, cudnn_conv_fwd, cudnn_conv_relu_maxpool)");
+    }
+    KSEARCH_ASSIGN_OR_RETURN(auto settings, baseline->Find("settings"));
+    if (settings) {
+      KSEARCH_ASSIGN_OR_RETURN(auto members, settings->Members());
+      for (auto& [key, value] : members) {
+        KSEARCH_ASSIGN_OR_RETURN(int64_t v, value.Int());
+        p.baseline.settings.emplace_back(key, v);
+      }
+    }
+  }
+  return p;
+}
+
+boost::json::object KernelToJson(const KernelSpec& k) {
+  boost::json::object o;
+  if (!k.source_file.empty()) o["source"] = k.source_file;
+  o["source_text"] = k.source;
+  o["plan"] = internal::PlanToJsonObject(k.plan);
+  return o;
+}
+
+boost::json::object ToJsonObject(const Problem& p) {
+  boost::json::object root;
+  root["name"] = p.name;
+  root["description"] = p.description;
+  if (!p.torch_equivalent.empty()) root["torch"] = p.torch_equivalent;
+  boost::json::object dims;
+  for (const auto& [k, v] : p.dims) dims[k] = v;
+  root["dims"] = std::move(dims);
+  boost::json::array tensors;
+  for (const TensorSpec& t : p.tensors) {
+    tensors.push_back(boost::json::object{{"name", t.name},
+                                          {"dtype", std::string(ToString(t.dtype))},
+                                          {"shape", boost::json::array(t.shape.begin(), t.shape.end())},
+                                          {"role", std::string(ToString(t.role))}});
+  }
+  root["tensors"] = std::move(tensors);
+  boost::json::array sets;
+  for (const InputSet& s : p.input_sets) {
+    boost::json::object o{{"name", s.name}, {"distribution", s.fallback.ToString()}};
+    if (!s.per_tensor.empty()) {
+      boost::json::object per;
+      for (const auto& [k, d] : s.per_tensor) per[k] = d.ToString();
+      o["tensors"] = std::move(per);
+    }
+    sets.push_back(std::move(o));
+  }
+  root["input_sets"] = std::move(sets);
+  root["tolerance"] = boost::json::object{
+      {"policy", std::string(ToString(p.tolerance.policy))},
+      {"strict_multiple", p.tolerance.strict_multiple},
+      {"strict_floor", p.tolerance.strict_floor},
+      {"atol_rms_fraction", p.tolerance.atol_rms_fraction},
+      {"rtol", p.tolerance.rtol},
+      {"atol", p.tolerance.atol}};
+  root["flops"] = p.flops;
+  root["bytes"] = p.bytes;
+  root["reference"] = KernelToJson(p.reference);
+  if (!p.reference_fp32.source.empty()) root["reference_fp32"] = KernelToJson(p.reference_fp32);
+  root["start"] = KernelToJson(p.start);
+  if (!p.templates.empty()) {
+    boost::json::array templates;
+    for (const TemplateSpec& t : p.templates) {
+      boost::json::object o = KernelToJson(t.kernel);
+      o["name"] = t.name;
+      boost::json::object space;
+      for (const auto& [k, values] : t.space) space[k] = boost::json::array(values.begin(), values.end());
+      o["space"] = std::move(space);
+      o["constraints"] = boost::json::array(t.constraints.begin(), t.constraints.end());
+      templates.push_back(std::move(o));
+    }
+    root["templates"] = std::move(templates);
+  }
+  if (!p.baseline.library.empty()) {
+    boost::json::object settings;
+    for (const auto& [k, v] : p.baseline.settings) settings[k] = v;
+    root["baseline"] =
+        boost::json::object{{"library", p.baseline.library}, {"settings", std::move(settings)}};
+  }
+  return root;
+}
+
+Status CheckKernel(const Problem& p, const KernelSpec& k, const std::string& field) {
+  if (k.source.empty()) return InvalidArgumentError(field + ": the kernel source is empty");
+  auto resolved = internal::ResolvePlan(p, k.plan);
+  if (!resolved.ok()) return InvalidArgumentError(field + ".plan." + resolved.status().message());
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view ToString(TolerancePolicy policy) {
+  return policy == TolerancePolicy::kStrict ? "strict" : "relaxed";
+}
+
+Candidate KernelSpec::ToCandidate(std::string id, std::string generator) const {
+  Candidate c;
+  c.id = std::move(id);
+  c.source = source;
+  c.plan = plan;
+  c.provenance.generator = std::move(generator);
+  return c;
+}
+
+StatusOr<Problem> Problem::FromJson(std::string_view json, std::string_view directory,
+                                    std::string_view origin) {
+  KSEARCH_ASSIGN_OR_RETURN(auto doc, JsonDocument::Parse(json, origin));
+  KSEARCH_ASSIGN_OR_RETURN(Problem p, ParseProblem(JsonNode::Root(*doc), directory));
+  Status valid = p.Validate();
+  if (!valid.ok()) return valid.WithContext(origin);
+  return p;
+}
+
+StatusOr<Problem> Problem::Load(std::string_view path_view) {
+  std::string path(path_view);
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    path = internal::JoinPath(path, "problem.json");
+  }
+  KSEARCH_ASSIGN_OR_RETURN(std::string text, internal::ReadFile(path));
+  std::string directory = ".";
+  if (auto slash = path.rfind('/'); slash != std::string::npos) {
+    directory = slash == 0 ? "/" : path.substr(0, slash);
+  }
+  return FromJson(text, directory, path);
+}
+
+std::string Problem::ToJson() const { return boost::json::serialize(ToJsonObject(*this)); }
+
+Status Problem::Validate() const {
+  if (name.empty()) return InvalidArgumentError("name: empty");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i].second <= 0) {
+      return InvalidArgumentError("dims." + dims[i].first + ": must be positive, got " +
+                                  std::to_string(dims[i].second));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (dims[j].first == dims[i].first) return InvalidArgumentError("dims: duplicate '" + dims[i].first + "'");
+    }
+  }
+  bool has_input = false, has_output = false;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSpec& t = tensors[i];
+    std::string field = "tensors[" + std::to_string(i) + "]";
+    if (!IsIdentifier(t.name)) {
+      return InvalidArgumentError(field + ".name: '" + t.name + "' is not an identifier");
+    }
+    if (Dim(t.name)) return InvalidArgumentError(field + ".name: '" + t.name + "' is also a dim");
+    for (size_t j = 0; j < i; ++j) {
+      if (tensors[j].name == t.name) return InvalidArgumentError(field + ".name: duplicate '" + t.name + "'");
+    }
+    if (t.shape.empty()) return InvalidArgumentError(field + ".shape: empty (scalars are 1-element shapes [1])");
+    int64_t bytes = SizeOf(t.dtype);
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      std::string sfield = field + ".shape[" + std::to_string(d) + "]";
+      auto v = EvaluateExpression(t.shape[d], dims);
+      if (!v.ok()) return InvalidArgumentError(sfield + ": " + v.status().message());
+      if (*v <= 0) {
+        return InvalidArgumentError(sfield + ": '" + t.shape[d] + "' = " + std::to_string(*v) +
+                                    " (sizes must be positive)");
+      }
+      if (__builtin_mul_overflow(bytes, *v, &bytes)) {
+        return InvalidArgumentError(field + ".shape: the byte count of '" + t.name +
+                                    "' overflows 64 bits");
+      }
+    }
+    if (t.role == TensorRole::kInput) has_input = true;
+    if (t.role == TensorRole::kOutput) {
+      has_output = true;
+      if (!IsFloating(t.dtype)) {
+        return InvalidArgumentError(field + ".dtype: outputs must be floating point, got " +
+                                    std::string(ToString(t.dtype)));
+      }
+    }
+  }
+  if (!has_input) return InvalidArgumentError("tensors: at least one input is needed");
+  if (!has_output) return InvalidArgumentError("tensors: at least one output is needed");
+  if (input_sets.empty()) return InvalidArgumentError("input_sets: at least one set is needed");
+  for (size_t i = 0; i < input_sets.size(); ++i) {
+    for (const auto& [tensor, d] : input_sets[i].per_tensor) {
+      const TensorSpec* t = FindTensor(tensor);
+      if (!t || t->role != TensorRole::kInput) {
+        return InvalidArgumentError("input_sets[" + std::to_string(i) + "].tensors." + tensor +
+                                    ": not an input tensor of the problem");
+      }
+    }
+  }
+  for (auto [field, expr] : {std::pair<const char*, const std::string*>{"flops", &flops},
+                             {"bytes", &bytes}}) {
+    auto v = EvaluateExpression(*expr, dims);
+    if (!v.ok()) return InvalidArgumentError(std::string(field) + ": " + v.status().message());
+    if (*v < 0) return InvalidArgumentError(std::string(field) + ": negative");
+  }
+  KSEARCH_RETURN_IF_ERROR(CheckKernel(*this, reference, "reference"));
+  if (!reference_fp32.source.empty()) {
+    KSEARCH_RETURN_IF_ERROR(CheckKernel(*this, reference_fp32, "reference_fp32"));
+  }
+  KSEARCH_RETURN_IF_ERROR(CheckKernel(*this, start, "start"));
+  for (size_t i = 0; i < templates.size(); ++i) {
+    const TemplateSpec& t = templates[i];
+    std::string field = "templates[" + std::to_string(i) + "]";
+    KSEARCH_RETURN_IF_ERROR(CheckKernel(*this, t.kernel, field));
+    for (const auto& [param, values] : t.space) {
+      if (t.kernel.plan.Param(param, INT64_MIN) == INT64_MIN) {
+        return InvalidArgumentError(field + ".space." + param +
+                                    ": not a param of the template's plan (declare a default there)");
+      }
+    }
+    auto values = internal::PlanValues(*this, t.kernel.plan);
+    for (size_t c = 0; c < t.constraints.size(); ++c) {
+      auto ok = EvaluateCondition(t.constraints[c], values);
+      if (!ok.ok()) {
+        return InvalidArgumentError(field + ".constraints[" + std::to_string(c) + "]: " +
+                                    ok.status().message());
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+std::string Problem::Fingerprint() const {
+  Problem copy = *this;
+  copy.description.clear();
+  copy.torch_equivalent.clear();
+  copy.start = KernelSpec();
+  copy.templates.clear();
+  copy.directory.clear();
+  copy.reference.source_file.clear();
+  copy.reference_fp32.source_file.clear();
+  return internal::Sha256Hex(copy.ToJson());
+}
+
+StatusOr<Problem> Problem::WithDims(
+    const std::vector<std::pair<std::string, int64_t>>& new_dims) const {
+  Problem copy = *this;
+  for (const auto& [name, value] : new_dims) {
+    auto it = std::find_if(copy.dims.begin(), copy.dims.end(),
+                           [&](const auto& d) { return d.first == name; });
+    if (it == copy.dims.end()) return InvalidArgumentError("unknown dim '" + name + "'");
+    if (value <= 0) {
+      return InvalidArgumentError("dim '" + name + "' must be positive, got " + std::to_string(value));
+    }
+    it->second = value;
+  }
+  KSEARCH_RETURN_IF_ERROR(copy.Validate());
+  return copy;
+}
+
+std::optional<int64_t> Problem::Dim(std::string_view dim) const {
+  for (const auto& [k, v] : dims) {
+    if (k == dim) return v;
+  }
+  return std::nullopt;
+}
+
+const TensorSpec* Problem::FindTensor(std::string_view tensor) const {
+  for (const TensorSpec& t : tensors) {
+    if (t.name == tensor) return &t;
+  }
+  return nullptr;
+}
+
+StatusOr<int64_t> Problem::Elements(const TensorSpec& tensor) const {
+  int64_t n = 1;
+  for (const std::string& expr : tensor.shape) {
+    KSEARCH_ASSIGN_OR_RETURN(int64_t v, EvaluateExpression(expr, dims));
+    if (__builtin_mul_overflow(n, v, &n)) return OutOfRangeError("element count of " + tensor.name + " overflows");
+  }
+  return n;
+}
+
+StatusOr<double> Problem::Flops() const {
+  KSEARCH_ASSIGN_OR_RETURN(int64_t v, EvaluateExpression(flops, dims));
+  return static_cast<double>(v);
+}
+
+StatusOr<double> Problem::Bytes() const {
+  KSEARCH_ASSIGN_OR_RETURN(int64_t v, EvaluateExpression(bytes, dims));
+  return static_cast<double>(v);
+}
+
+std::string BuiltinProblemsDirectory() {
+  if (const char* env = std::getenv("KSEARCH_PROBLEMS_DIR"); env && *env) return env;
+  struct stat info {};
+  if (::stat(KSEARCH_SOURCE_PROBLEMS_DIR, &info) == 0 && S_ISDIR(info.st_mode)) {
+    return KSEARCH_SOURCE_PROBLEMS_DIR;
+  }
+  return KSEARCH_INSTALL_PROBLEMS_DIR;
+}
+
+std::vector<std::string> BuiltinProblemNames() {
+  std::vector<std::string> names;
+  std::string root = BuiltinProblemsDirectory();
+  DIR* dir = ::opendir(root.c_str());
+  if (!dir) return names;
+  while (dirent* entry = ::readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name.empty() || name[0] == '.') continue;
+    struct stat info {};
+    std::string file = root + "/" + name + "/problem.json";
+    if (::stat(file.c_str(), &info) == 0) names.push_back(name);
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+StatusOr<Problem> LoadProblem(std::string_view name_or_path) {
+  std::string arg(name_or_path);
+  bool looks_like_path = arg.find('/') != std::string::npos || arg.ends_with(".json");
+  if (!looks_like_path) {
+    std::string file = BuiltinProblemsDirectory() + "/" + arg + "/problem.json";
+    struct stat info {};
+    if (::stat(file.c_str(), &info) == 0) return Problem::Load(file);
+    struct stat local {};
+    if (::stat(arg.c_str(), &local) != 0) {
+      std::string names;
+      for (const std::string& n : BuiltinProblemNames()) names += (names.empty() ? "" : ", ") + n;
+      return NotFoundError("no built-in problem named '" + arg + "' (built-in: " +
+                           (names.empty() ? std::string("none found in ") + BuiltinProblemsDirectory() : names) +
+                           "); a path to a problem folder or JSON works too");
+    }
+  }
+  return Problem::Load(arg);
+}
+
+}  // namespace ksearch

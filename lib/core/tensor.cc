@@ -1,0 +1,69 @@
+#include "ksearch/tensor.h"
+
+#include <cstdio>
+
+namespace ksearch {
+
+std::string_view ToString(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kF64: return "f64";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
+    case DType::kU8: return "u8";
+  }
+  return "?";
+}
+
+StatusOr<DType> ParseDType(std::string_view name) {
+  for (DType d : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI32, DType::kI64,
+                  DType::kU8}) {
+    if (ToString(d) == name) return d;
+  }
+  return InvalidArgumentError("unknown dtype '" + std::string(name) +
+                              "' (expected f32, f64, f16, bf16, i32, i64, u8)");
+}
+
+int64_t SizeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kF64:
+    case DType::kI64: return 8;
+    case DType::kF32:
+    case DType::kI32: return 4;
+    case DType::kF16:
+    case DType::kBF16: return 2;
+    case DType::kU8: return 1;
+  }
+  return 0;
+}
+
+bool IsFloating(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kF16 ||
+         dtype == DType::kBF16;
+}
+
+std::string_view ToString(TensorRole role) { return role == TensorRole::kInput ? "input" : "output"; }
+
+std::string Distribution::ToString() const {
+  char text[96];
+  std::snprintf(text, sizeof(text), "%s(%g, %g)", kind == Kind::kNormal ? "normal" : "uniform", a,
+                b);
+  return text;
+}
+
+const Distribution& InputSet::For(std::string_view tensor) const {
+  for (const auto& [name, distribution] : per_tensor) {
+    if (name == tensor) return distribution;
+  }
+  return fallback;
+}
+
+std::vector<InputSet> DefaultInputSets() {
+  return {InputSet{"normal", Distribution::Normal(0, 1), {}},
+          InputSet{"uniform", Distribution::Uniform(-1, 1), {}},
+          InputSet{"shifted", Distribution::Normal(100, 1), {}}};
+}
+
+}  // namespace ksearch

@@ -1,0 +1,146 @@
+#include <gtest/gtest.h>
+
+#include "ksearch/problem.h"
+#include "test_util.h"
+
+namespace ksearch {
+namespace {
+
+using testing::RowSoftmaxProblemJson;
+using testing::TempDir;
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+std::string LoadError(const std::string& json) {
+  TempDir dir;
+  std::string path = dir.Write("problem.json", json);
+  auto p = Problem::Load(path);
+  EXPECT_FALSE(p.ok());
+  std::string message = p.ok() ? "" : p.status().message();
+  EXPECT_NE(message.find(path), std::string::npos) << "error does not name the file: " << message;
+  return message;
+}
+
+TEST(Problem, LoadsFromJsonWithDefaults) {
+  auto p = Problem::FromJson(RowSoftmaxProblemJson(), "", "mem");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->name, "row_softmax");
+  EXPECT_EQ(p->input_sets.size(), 3u);
+  EXPECT_EQ(p->input_sets[2].fallback, Distribution::Normal(100, 1));
+  EXPECT_EQ(*p->Dim("cols"), 4096);
+  EXPECT_EQ(*p->Flops(), 5.0 * 512 * 4096);
+  EXPECT_EQ(p->tolerance.policy, TolerancePolicy::kStrict);
+}
+
+TEST(Problem, RoundTripsThroughSelfContainedJson) {
+  auto p = Problem::FromJson(RowSoftmaxProblemJson(), "", "mem");
+  ASSERT_TRUE(p.ok());
+  auto q = Problem::FromJson(p->ToJson(), "", "again");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->ToJson(), p->ToJson());
+  EXPECT_EQ(q->Fingerprint(), p->Fingerprint());
+}
+
+TEST(Problem, FingerprintFollowsResultsNotProse) {
+  auto p = *Problem::FromJson(RowSoftmaxProblemJson(), "", "mem");
+  std::string fp = p.Fingerprint();
+  EXPECT_EQ(fp.size(), 64u);
+  Problem reworded = p;
+  reworded.description = "other words";
+  EXPECT_EQ(reworded.Fingerprint(), fp);
+  auto smaller = p.WithDims({{"rows", 64}});
+  ASSERT_TRUE(smaller.ok());
+  EXPECT_NE(smaller->Fingerprint(), fp);
+  Problem looser = p;
+  looser.tolerance.policy = TolerancePolicy::kRelaxed;
+  EXPECT_NE(looser.Fingerprint(), fp);
+}
+
+TEST(Problem, WithDimsRejectsUnknownAndNonPositive) {
+  auto p = *Problem::FromJson(RowSoftmaxProblemJson(), "", "mem");
+  EXPECT_NE(p.WithDims({{"rowz", 4}}).status().message().find("unknown dim 'rowz'"), std::string::npos);
+  EXPECT_FALSE(p.WithDims({{"rows", 0}}).ok());
+}
+
+TEST(Problem, LoadsAFolderAndReadsNamedSources) {
+  TempDir dir;
+  dir.Write("ref.cu", testing::RowSoftmaxSource("double"));
+  std::string plan = testing::kRowSoftmaxPlan;
+  std::string text = R"({"name": "f", "dims": {"rows": 8, "cols": 64},
+    "tensors": [{"name": "x", "dtype": "f32", "shape": ["rows", "cols"], "role": "input"},
+                {"name": "y", "dtype": "f32", "shape": ["rows", "cols"], "role": "output"}],
+    "flops": 1, "bytes": 1, "tolerance": {"policy": "relaxed"},
+    "reference": {"source": "ref.cu", "plan": )" + plan + "}}";
+  dir.Write("problem.json", text);
+  auto loaded = Problem::Load(dir.path());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->reference.source, testing::RowSoftmaxSource("double"));
+  EXPECT_EQ(loaded->start.source, loaded->reference.source);
+  EXPECT_EQ(loaded->directory, dir.path());
+}
+
+TEST(Problem, ErrorsNameFileFieldAndValue) {
+  std::string good = RowSoftmaxProblemJson();
+  struct Case {
+    std::string json;
+    std::string expected;
+  } cases[] = {
+      {Replace(good, R"("dtype": "f32", "shape": ["rows", "cols"], "role": "output")",
+               R"("dtype": "f33", "shape": ["rows", "cols"], "role": "output")"),
+       "tensors[1].dtype: unknown dtype 'f33'"},
+      {Replace(good, R"("shape": ["rows", "cols"], "role": "input")", R"("shape": ["rows", "colz"], "role": "input")"),
+       "tensors[0].shape[1]: expression 'colz': unknown name 'colz'"},
+      {Replace(good, R"("rows": 512)", R"("rows": -4)"), "dims.rows: a dim must be a positive integer, got -4"},
+      {Replace(good, R"("shape": ["rows", "cols"], "role": "input")",
+               R"("shape": ["rows", "cols", 1099511627776, 1099511627776], "role": "input")"),
+       "overflows 64 bits"},
+      {Replace(good, R"("reference": {"source_text":)", R"("reference": {"source": "missing.cu", "x_":)"),
+       "reference.x_: unknown field"},
+      {Replace(good, R"("flops": "5 * rows * cols")", R"("flops": "5 * rowz")"), "flops: expression '5 * rowz'"},
+      {Replace(good, R"("role": "input")", R"("role": "inout")"), "tensors[0].role: expected \"input\" or \"output\""},
+      {Replace(good, R"("name": "row_softmax")", R"("name": "Row Softmax")"), "name: a problem name uses"},
+      {Replace(good, R"("flops":)", R"j("input_sets": [{"name": "s", "distribution": "gamma(1, 2)"}], "flops":)j"),
+       "input_sets[0].distribution: unknown distribution 'gamma'"},
+      {Replace(good, R"("flops":)", R"j("input_sets": [{"name": "s", "distribution": "normal(0, -1)"}], "flops":)j"),
+       "standard deviation must be positive"},
+      {Replace(good, R"("flops":)", R"("baseline": {"library": "mkl"}, "flops":)"), "unknown baseline library \"mkl\""},
+      {good.substr(0, good.size() / 2), "malformed JSON"},
+  };
+  for (const Case& c : cases) {
+    std::string message = LoadError(c.json);
+    EXPECT_NE(message.find(c.expected), std::string::npos)
+        << "got: " << message << "\nexpected to contain: " << c.expected;
+  }
+}
+
+TEST(Problem, MissingFilesAreNotFound) {
+  auto p = Problem::Load("/nonexistent/ksearch/problem.json");
+  EXPECT_EQ(p.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(p.status().message().find("/nonexistent/ksearch/problem.json"), std::string::npos);
+  TempDir dir;
+  std::string text = R"({"name": "f", "dims": {"n": 8},
+    "tensors": [{"name": "x", "dtype": "f32", "shape": ["n"], "role": "input"},
+                {"name": "y", "dtype": "f32", "shape": ["n"], "role": "output"}],
+    "flops": 1, "bytes": 1, "tolerance": {"policy": "relaxed"},
+    "reference": {"source": "nope.cu", "plan": {"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": []}]}}})";
+  std::string message = LoadError(text);
+  auto missing = Problem::Load(dir.path());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
+  EXPECT_NE(message.find("reference.source"), std::string::npos) << message;
+  EXPECT_NE(message.find("nope.cu"), std::string::npos) << message;
+}
+
+TEST(Problem, UnknownBuiltinListsTheKnownOnes) {
+  auto p = LoadProblem("no_such_problem");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(p.status().message().find("softmax"), std::string::npos) << p.status().message();
+}
+
+}  // namespace
+}  // namespace ksearch

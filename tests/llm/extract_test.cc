@@ -1,0 +1,90 @@
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ksearch/llm.h"
+
+namespace ksearch {
+namespace {
+
+constexpr char kGoodReply[] =
+    "Here is the kernel.\n"
+    "```cuda\n"
+    "extern \"C\" __global__ void k(float* y) { y[threadIdx.x] = 1.f; }\n"
+    "```\n"
+    "And its plan:\n"
+    "```json\n"
+    "{\"launches\": []}\n"
+    "```\n";
+
+TEST(ExtractKernelBlocks, TakesTheSourceAndThePlan) {
+  StatusOr<KernelBlocks> blocks = ExtractKernelBlocks(kGoodReply);
+  ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
+  EXPECT_EQ(blocks->cuda_source,
+            "extern \"C\" __global__ void k(float* y) { y[threadIdx.x] = 1.f; }\n");
+  EXPECT_EQ(blocks->launch_plan_json, "{\"launches\": []}\n");
+}
+
+TEST(ExtractKernelBlocks, MissingSourceSaysSoAndPointsAtAnUntaggedBlock) {
+  StatusOr<KernelBlocks> blocks =
+      ExtractKernelBlocks("```\n__global__ void k() {}\n```\n```json\n{}\n```\n");
+  ASSERT_EQ(blocks.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(blocks.status().message().find("no ```cuda block"), std::string::npos);
+  EXPECT_NE(blocks.status().message().find("untagged block at line 1"), std::string::npos)
+      << blocks.status().message();
+}
+
+TEST(ExtractKernelBlocks, MissingPlanSaysSo) {
+  StatusOr<KernelBlocks> blocks = ExtractKernelBlocks("```cuda\nx\n```\n");
+  ASSERT_EQ(blocks.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(blocks.status().message().find("no ```json block"), std::string::npos);
+  EXPECT_NE(blocks.status().message().find("launch plan"), std::string::npos);
+}
+
+TEST(ExtractKernelBlocks, DoubledBlocksNameTheirLines) {
+  StatusOr<KernelBlocks> blocks =
+      ExtractKernelBlocks("```cuda\na\n```\ntext\n```cu\nb\n```\n```json\n{}\n```\n");
+  ASSERT_EQ(blocks.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(blocks.status().message().find("2 ```cuda blocks, at lines 1 and 5"),
+            std::string::npos)
+      << blocks.status().message();
+  blocks = ExtractKernelBlocks("```cuda\na\n```\n```json\n{}\n```\n```json\n{}\n```\n");
+  ASSERT_EQ(blocks.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(blocks.status().message().find("```json"), std::string::npos);
+}
+
+TEST(ExtractKernelBlocks, UnclosedBlockMeansTheReplyWasCut) {
+  StatusOr<KernelBlocks> blocks = ExtractKernelBlocks("```json\n{}\n```\n```cuda\n__global__");
+  ASSERT_EQ(blocks.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(blocks.status().message().find("line 4"), std::string::npos)
+      << blocks.status().message();
+}
+
+TEST(ExtractFencedBlocks, FollowsCommonMarkFences) {
+  std::vector<FencedBlock> blocks = ExtractFencedBlocks(
+      "  ````CUDA extra words\r\n"
+      "  inner ``` is not a close\r\n"
+      "  ````\r\n"
+      "~~~json\n"
+      "[1]\n"
+      "~~~\n"
+      "```\n"
+      "plain\n"
+      "```\n");
+  ASSERT_EQ(blocks.size(), 3u);
+  EXPECT_EQ(blocks[0].language, "cuda");
+  EXPECT_EQ(blocks[0].text, "inner ``` is not a close\n");
+  EXPECT_EQ(blocks[0].first_line, 1);
+  EXPECT_TRUE(blocks[0].closed);
+  EXPECT_EQ(blocks[1].language, "json");
+  EXPECT_EQ(blocks[1].text, "[1]\n");
+  EXPECT_EQ(blocks[2].language, "");
+  EXPECT_EQ(blocks[2].first_line, 7);
+}
+
+TEST(ExtractFencedBlocks, InlineBackticksAreNotFences) {
+  EXPECT_TRUE(ExtractFencedBlocks("use ```cuda``` blocks\n``` a`b\n").empty());
+}
+
+}  // namespace
+}  // namespace ksearch

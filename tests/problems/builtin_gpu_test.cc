@@ -1,0 +1,39 @@
+// On a GPU: each built-in problem's starting kernel and template defaults pass
+// the strict check at full size.
+#include <gtest/gtest.h>
+
+#include "ksearch/evaluator.h"
+#include "ksearch/problem.h"
+#include "test_util.h"
+
+namespace ksearch {
+namespace {
+
+class BuiltinProblemOnGpu : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BuiltinProblemOnGpu, StartingKernelAndTemplatesPassStrictCheck) {
+  KSEARCH_REQUIRE_GPU();
+  auto p = LoadProblem(GetParam());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EvaluatorOptions options;
+  options.max_timing_seconds = 0.5;
+  options.seed = 11;
+  auto evaluator = CreateLocalEvaluator(*p, options);
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
+  std::vector<Candidate> kernels = {p->start.ToCandidate("start", "t")};
+  for (const TemplateSpec& t : p->templates) kernels.push_back(t.kernel.ToCandidate("template:" + t.name, "t"));
+  auto ref = (*evaluator)->reference_timing();
+  auto base = (*evaluator)->baseline_timing();
+  std::printf("%s: reference %.4f ms, baseline %.4f ms\n", GetParam(), ref ? ref->median_ms : -1.0,
+              base ? base->median_ms : -1.0);
+  for (const Evaluation& e : (*evaluator)->Evaluate(kernels)) {
+    std::printf("%s %s", GetParam(), e.Report().c_str());
+    EXPECT_EQ(e.status, EvalStatus::kOk) << GetParam() << " " << e.Report();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, BuiltinProblemOnGpu,
+                         ::testing::Values("softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool"));
+
+}  // namespace
+}  // namespace ksearch

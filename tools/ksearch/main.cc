@@ -1,0 +1,55 @@
+// ksearch: the command-line front end of the SDK.
+#include <iostream>
+
+#include "commands.h"
+#include "ksearch/evaluator.h"
+#include "ksearch/version.h"
+
+namespace ksearch::cli {
+
+int ReportError(const Status& status) {
+  std::cerr << "ksearch: " << status.message() << "\n";
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kPermissionDenied: return kExitUsage;
+    case StatusCode::kFailedPrecondition: return kExitNoGpu;
+    case StatusCode::kCancelled: return kExitInterrupted;
+    default: return kExitFailure;
+  }
+}
+
+}  // namespace ksearch::cli
+
+int main(int argc, char** argv) {
+  using namespace ksearch::cli;
+  CLI::App app{"ksearch — search for fast CUDA kernels.\n\n"
+               "A search compiles candidate kernels with NVRTC, checks them against a trusted\n"
+               "reference on several input distributions and times them on the GPU; the fastest\n"
+               "correct kernels seed the next round.",
+               "ksearch"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(ksearch::Version()));
+  app.footer(
+      "Examples:\n"
+      "  ksearch run softmax                         tune the built-in softmax on this GPU\n"
+      "  ksearch problems                            list the built-in problems\n"
+      "  ksearch eval softmax --source k.cu --plan p.json\n"
+      "                                              judge one kernel\n"
+      "  ksearch eval softmax --source k.cu --plan p.json --compile-only --arch sm_90\n"
+      "                                              check a kernel on a machine without a GPU\n\n"
+      "Exit codes: 0 success, 1 candidate rejected (eval), 2 bad arguments or input,\n"
+      "3 no CUDA driver/GPU, 4 internal failure, 130 interrupted.\n"
+      "Run 'ksearch COMMAND --help' for a command's options.");
+  int exit_code = kExitOk;
+  AddRunCommand(app, &exit_code);
+  AddEvalCommand(app, &exit_code);
+  AddProblemsCommand(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : kExitUsage;
+  }
+  return exit_code;
+}
