@@ -94,6 +94,7 @@ struct DeviceInfo {
   int memory_clock_mhz = 0;
   double peak_bandwidth_gbps = 0.0;  // measured device-to-device copy, read + write
   double peak_gflops = 0.0;          // measured fp32 FMA rate
+  std::string baseline_library;      // "cuBLAS 13.0.0" when a library is the baseline
   std::string Arch() const;     // "sm_90"
 };
 

@@ -117,6 +117,7 @@ std::string Evaluation::Report() const {
     if (device.driver_version) out += ", driver " + std::to_string(device.driver_version);
     if (!device.nvrtc_version.empty()) out += ", NVRTC " + device.nvrtc_version;
     if (device.sm_clock_mhz) out += ", SM clock " + std::to_string(device.sm_clock_mhz) + " MHz";
+    if (!device.baseline_library.empty()) out += ", baseline " + device.baseline_library;
     out += "\n";
   }
   out += Format("  overhead: compile %.1f ms", compile_ms);
@@ -186,7 +187,8 @@ std::string Evaluation::ToJson() const {
                  {"sm_clock_mhz", device.sm_clock_mhz},
                  {"memory_clock_mhz", device.memory_clock_mhz},
                  {"peak_bandwidth_gbps", device.peak_bandwidth_gbps},
-                 {"peak_gflops", device.peak_gflops}};
+                 {"peak_gflops", device.peak_gflops},
+                 {"baseline_library", device.baseline_library}};
   o["compile_cached"] = compile_cached;
   o["compile_ms"] = compile_ms;
   o["check_ms"] = check_ms;

@@ -19,11 +19,13 @@
 #include <random>
 #include <thread>
 
+#include "baselines/library_baseline.h"
 #include "core/hash.h"
 #include "core/plan_resolve.h"
 #include "cuda/compiler.h"
 #include "cuda/driver.h"
 #include "cuda/objects.h"
+#include "eval/judge.h"
 #include "eval/judge_kernels.h"
 #include "eval/stats.h"
 #include "ksearch/evaluator.h"
@@ -119,6 +121,11 @@ class LocalEvaluator final : public Evaluator {
 
   std::vector<Evaluation> Evaluate(std::span<const Candidate> candidates,
                                    const std::atomic<bool>* cancel) override;
+  // Evaluate, with precompiled[i] used instead of compiling candidates[i] when
+  // `precompiled` is not null (lib/eval/judge.h).
+  std::vector<Evaluation> EvaluateWith(std::span<const Candidate> candidates,
+                                       std::span<const CompileResult> precompiled,
+                                       const std::atomic<bool>* cancel);
   const Problem& problem() const override { return problem_; }
   const DeviceInfo& device() const override { return device_; }
   std::optional<TimingStats> reference_timing() const override { return reference_timing_; }
@@ -151,6 +158,13 @@ class LocalEvaluator final : public Evaluator {
   StatusOr<double> ReadElement(CUdeviceptr p, DType dtype, int64_t index);
   StatusOr<bool> InputsModified();
   StatusOr<double> TimeOnce(PreparedPlan& plan, const TensorBuffers& buffers, RunFailure* failure);
+  // Times one run of the baseline: the library when there is one, else the
+  // fp32 reference kernel (else the reference).
+  StatusOr<double> TimeBaselineOnce(RunFailure* failure);
+  // Loads the problem's library baseline and checks it against the reference
+  // on the inputs currently in ref_; on any failure the reference kernel
+  // stays the baseline and the figure's baseline name says why.
+  void SetUpLibraryBaseline(const SetTolerance& tol);
 
   // The checks of one candidate.
   void Judge(const Candidate& candidate, const CompileResult& compiled, Evaluation* e);
@@ -191,6 +205,7 @@ class LocalEvaluator final : public Evaluator {
   DeviceBuffer flush_;
   TensorBuffers ref_, ref32_, cand_, scratch_;
   std::unique_ptr<PreparedPlan> reference_, reference_fp32_;
+  std::unique_ptr<internal::LibraryBaseline> library_;
   std::vector<int64_t> elements_;  // per tensor
   std::vector<SetTolerance> tolerances_;
   std::optional<TimingStats> reference_timing_, baseline_timing_;
@@ -330,6 +345,9 @@ void LocalEvaluator::TearDownDevice() {
   };
   abandon_plan(reference_);
   abandon_plan(reference_fp32_);
+  // Library handles belong to the dead context; leak them rather than call
+  // the library on it.
+  static_cast<void>(library_.release());
   for (TensorBuffers* family : {&ref_, &ref32_, &cand_, &scratch_}) {
     for (auto& b : family->owned) b.Abandon();
     family->owned.clear();
@@ -486,18 +504,16 @@ Status LocalEvaluator::MeasureTolerances() {
     tolerances_.push_back(tol);
   }
   scratch_ = std::move(zeros_target);
-
-  // Time the reference and the baseline once: the watchdog and the default
-  // baseline come from them.
-  std::vector<double> ref_ms, base_ms;
-  PreparedPlan* baseline = reference_fp32_ ? reference_fp32_.get() : reference_.get();
   baseline_name_ = reference_fp32_ ? "reference_fp32" : "reference";
-  const TensorBuffers& baseline_buffers = reference_fp32_ ? ref32_ : ref_;
+  if (!problem_.baseline.library.empty()) SetUpLibraryBaseline(tolerances_.back());
+
+  // Time the reference and the baseline once: the watchdog comes from them.
+  std::vector<double> ref_ms, base_ms;
   for (int i = 0; i < 5; ++i) {
     RunFailure f;
     KSEARCH_ASSIGN_OR_RETURN(double r, TimeOnce(*reference_, ref_, &f));
     if (f.status != EvalStatus::kOk) return InternalError("the reference kernel failed: " + f.message);
-    KSEARCH_ASSIGN_OR_RETURN(double b, TimeOnce(*baseline, baseline_buffers, &f));
+    KSEARCH_ASSIGN_OR_RETURN(double b, TimeBaselineOnce(&f));
     if (f.status != EvalStatus::kOk) return InternalError("the baseline failed: " + f.message);
     ref_ms.push_back(r);
     base_ms.push_back(b);
@@ -507,6 +523,38 @@ Status LocalEvaluator::MeasureTolerances() {
   watchdog_seconds_ = std::max(options_.watchdog_floor_seconds,
                                options_.watchdog_reference_multiple * reference_timing_->median_ms / 1e3);
   return Status::Ok();
+}
+
+void LocalEvaluator::SetUpLibraryBaseline(const SetTolerance& tol) {
+  const std::string& name = problem_.baseline.library;
+  auto library = internal::CreateLibraryBaseline(problem_);
+  if (!library.ok()) {
+    baseline_name_ += " (" + name + " unavailable: " + library.status().message() + ")";
+    return;
+  }
+  // The library must itself pass the judge on the current inputs.
+  Status ran = (*library)->Run(stream_.get(), ref32_.ptr);
+  RunFailure waited = ran.ok() ? Wait(watchdog_seconds_ * 10) : RunFailure{};
+  if (!ran.ok() || waited.status != EvalStatus::kOk) {
+    baseline_name_ += " (" + name + " failed: " + (ran.ok() ? waited.message : ran.message()) + ")";
+    return;
+  }
+  for (size_t t = 0; t < problem_.tensors.size(); ++t) {
+    const TensorSpec& spec = problem_.tensors[t];
+    if (spec.role != TensorRole::kOutput) continue;
+    auto r = Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.rtol);
+    double l2 = r.ok() && r->sum_sq_want > 0 ? std::sqrt(r->sum_sq_diff / r->sum_sq_want) : 1.0;
+    if (!r.ok() || r->bad > 0 || !(l2 <= tol.allowed_l2)) {
+      char text[200];
+      std::snprintf(text, sizeof(text), " (%s fails the strict check: L2 relative error %.3g, allowed %.3g)",
+                    name.c_str(), l2, tol.allowed_l2);
+      baseline_name_ += text;
+      return;
+    }
+  }
+  library_ = std::move(*library);
+  baseline_name_ = library_->name();
+  device_.baseline_library = library_->version();
 }
 
 // ---------------------------------------------------------------------------
@@ -703,6 +751,25 @@ StatusOr<double> LocalEvaluator::TimeOnce(PreparedPlan& plan, const TensorBuffer
   KSEARCH_CU(api_->cuEventRecord(start_event_.get(), stream_.get()), "cuEventRecord");
   *failure = Launch(plan, buffers);
   if (failure->status != EvalStatus::kOk) return 0.0;
+  KSEARCH_CU(api_->cuEventRecord(end_event_.get(), stream_.get()), "cuEventRecord");
+  *failure = Wait(watchdog_seconds_);
+  if (failure->status != EvalStatus::kOk) return 0.0;
+  float ms = 0;
+  KSEARCH_CU(api_->cuEventElapsedTime(&ms, start_event_.get(), end_event_.get()), "cuEventElapsedTime");
+  return static_cast<double>(ms);
+}
+
+StatusOr<double> LocalEvaluator::TimeBaselineOnce(RunFailure* failure) {
+  if (!library_) {
+    PreparedPlan* plan = reference_fp32_ ? reference_fp32_.get() : reference_.get();
+    return TimeOnce(*plan, reference_fp32_ ? ref32_ : ref_, failure);
+  }
+  if (options_.flush_l2) {
+    KSEARCH_CU(api_->cuMemsetD32Async(flush_.ptr(), flush_value_++, static_cast<size_t>(flush_.bytes() / 4), stream_.get()),
+               "cuMemsetD32Async(L2 flush)");
+  }
+  KSEARCH_CU(api_->cuEventRecord(start_event_.get(), stream_.get()), "cuEventRecord");
+  KSEARCH_RETURN_IF_ERROR(library_->Run(stream_.get(), ref32_.ptr));
   KSEARCH_CU(api_->cuEventRecord(end_event_.get(), stream_.get()), "cuEventRecord");
   *failure = Wait(watchdog_seconds_);
   if (failure->status != EvalStatus::kOk) return 0.0;
@@ -994,8 +1061,6 @@ bool LocalEvaluator::CheckCorrectness(PreparedPlan& plan, const std::string& pha
 
 void LocalEvaluator::TimeCandidate(PreparedPlan& plan, Evaluation* e) {
   auto start = Clock::now();
-  PreparedPlan* baseline = reference_fp32_ ? reference_fp32_.get() : reference_.get();
-  const TensorBuffers& baseline_buffers = reference_fp32_ ? ref32_ : ref_;
   auto timing_error = [&](const Status& s) {
     e->status = EvalStatus::kLaunchError;
     e->message = "evaluator error while timing: " + s.message();
@@ -1021,7 +1086,7 @@ void LocalEvaluator::TimeCandidate(PreparedPlan& plan, Evaluation* e) {
     if (f.status != EvalStatus::kOk) return Fail(e, f);
     cand_ms.push_back(*a);
     if (with_baseline) {
-      auto b = TimeOnce(*baseline, baseline_buffers, &f);
+      auto b = TimeBaselineOnce(&f);
       if (!b.ok()) return timing_error(b.status());
       if (f.status != EvalStatus::kOk) return timing_error(InternalError("baseline: " + f.message));
       base_ms.push_back(*b);
@@ -1144,6 +1209,12 @@ void LocalEvaluator::Judge(const Candidate& candidate, const CompileResult& comp
 
 std::vector<Evaluation> LocalEvaluator::Evaluate(std::span<const Candidate> candidates,
                                                  const std::atomic<bool>* cancel) {
+  return EvaluateWith(candidates, {}, cancel);
+}
+
+std::vector<Evaluation> LocalEvaluator::EvaluateWith(std::span<const Candidate> candidates,
+                                                     std::span<const CompileResult> precompiled,
+                                                     const std::atomic<bool>* cancel) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Evaluation> out(candidates.size());
   // Compiles run in parallel on the CPU; GPU checks and timing run one at a
@@ -1152,10 +1223,13 @@ std::vector<Evaluation> LocalEvaluator::Evaluate(std::span<const Candidate> cand
   unsigned workers = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16));
   std::vector<StatusOr<CompileResult>> results(candidates.size(), InternalError("not compiled"));
   std::vector<double> compile_wall(candidates.size(), 0.0);
+  // Compiled by the caller (a worker process receiving cubins): judge only.
+  for (size_t i = 0; i < precompiled.size(); ++i) results[i] = precompiled[i];
   {
     std::atomic<size_t> next{0};
     std::vector<std::thread> pool;
-    for (unsigned w = 0; w < std::min<size_t>(workers, candidates.size()); ++w) {
+    size_t to_compile = precompiled.empty() ? candidates.size() : 0;
+    for (unsigned w = 0; w < std::min<size_t>(workers, to_compile); ++w) {
       pool.emplace_back([&] {
         for (size_t i = next++; i < candidates.size(); i = next++) {
           if (cancel && cancel->load()) continue;
@@ -1236,6 +1310,21 @@ StatusOr<std::unique_ptr<Evaluator>> CreateLocalEvaluator(const Problem& problem
   auto evaluator = std::make_unique<LocalEvaluator>(problem, options);
   KSEARCH_RETURN_IF_ERROR(evaluator->Initialize());
   return std::unique_ptr<Evaluator>(std::move(evaluator));
+}
+
+// The worker processes' entry point (lib/eval/judge.h).
+StatusOr<std::vector<Evaluation>> internal::EvaluatePrecompiled(
+    Evaluator& evaluator, std::span<const Candidate> candidates,
+    std::span<const CompileResult> compiled, const std::atomic<bool>* cancel) {
+  auto* local = dynamic_cast<LocalEvaluator*>(&evaluator);
+  if (local == nullptr) {
+    return InvalidArgumentError("EvaluatePrecompiled needs an evaluator made by CreateLocalEvaluator");
+  }
+  if (candidates.size() != compiled.size() || candidates.empty()) {
+    return InvalidArgumentError("EvaluatePrecompiled: " + std::to_string(candidates.size()) +
+                                " candidates but " + std::to_string(compiled.size()) + " compiles");
+  }
+  return local->EvaluateWith(candidates, compiled, cancel);
 }
 
 }  // namespace ksearch

@@ -1,0 +1,317 @@
+#include "baselines/library_baseline.h"
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+
+#include "cuda/driver.h"
+#include "cuda/objects.h"
+
+namespace ksearch::internal {
+namespace {
+
+// Resolves `symbol` from `library` into `fn`, or returns kNotFound.
+template <typename Fn>
+Status Resolve(void* library, const char* library_name, const char* symbol, Fn* fn) {
+  *fn = reinterpret_cast<Fn>(::dlsym(library, symbol));
+  if (!*fn) return NotFoundError(std::string(library_name) + " has no symbol " + symbol);
+  return Status::Ok();
+}
+
+StatusOr<void*> Open(const char* name) {
+  void* library = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    const char* reason = ::dlerror();
+    return NotFoundError(std::string("cannot load ") + name + " (" + (reason ? reason : "unknown") + ")");
+  }
+  return library;
+}
+
+int64_t DimOr(const Problem& p, const char* name, int64_t fallback) {
+  return p.Dim(name).value_or(fallback);
+}
+
+int64_t Setting(const Problem& p, const char* name, int64_t fallback) {
+  for (const auto& [key, value] : p.baseline.settings) {
+    if (key == name) return value;
+  }
+  return fallback;
+}
+
+// ---------------------------------------------------------------------------
+// cuBLAS SGEMM, row-major C[M,N] = A[M,K] · B[K,N].
+
+class CublasSgemm final : public LibraryBaseline {
+ public:
+  static StatusOr<std::unique_ptr<LibraryBaseline>> Create(const Problem& p) {
+    auto b = std::unique_ptr<CublasSgemm>(new CublasSgemm());
+    if (!p.FindTensor("A") || !p.FindTensor("B") || !p.FindTensor("C") || !p.Dim("M") || !p.Dim("N") ||
+        !p.Dim("K")) {
+      return InvalidArgumentError("cublas_sgemm needs tensors A, B, C and dims M, N, K");
+    }
+    for (const TensorSpec& t : p.tensors) {
+      if (t.dtype != DType::kF32) return InvalidArgumentError("cublas_sgemm needs f32 tensors");
+    }
+    b->m_ = static_cast<int>(*p.Dim("M"));
+    b->n_ = static_cast<int>(*p.Dim("N"));
+    b->k_ = static_cast<int>(*p.Dim("K"));
+    for (size_t i = 0; i < p.tensors.size(); ++i) {
+      if (p.tensors[i].name == "A") b->a_ = static_cast<int>(i);
+      if (p.tensors[i].name == "B") b->b_ = static_cast<int>(i);
+      if (p.tensors[i].name == "C") b->c_ = static_cast<int>(i);
+    }
+    KSEARCH_ASSIGN_OR_RETURN(b->library_, Open("libcublas.so.13"));
+    KSEARCH_RETURN_IF_ERROR(Resolve(b->library_, "libcublas", "cublasCreate_v2", &b->create_));
+    KSEARCH_RETURN_IF_ERROR(Resolve(b->library_, "libcublas", "cublasDestroy_v2", &b->destroy_));
+    KSEARCH_RETURN_IF_ERROR(Resolve(b->library_, "libcublas", "cublasSetStream_v2", &b->set_stream_));
+    KSEARCH_RETURN_IF_ERROR(Resolve(b->library_, "libcublas", "cublasSetMathMode", &b->set_math_));
+    KSEARCH_RETURN_IF_ERROR(Resolve(b->library_, "libcublas", "cublasSgemm_v2", &b->sgemm_));
+    KSEARCH_RETURN_IF_ERROR(Resolve(b->library_, "libcublas", "cublasGetVersion_v2", &b->get_version_));
+    if (b->create_(&b->handle_) != CUBLAS_STATUS_SUCCESS) return InternalError("cublasCreate failed");
+    // PyTorch with TF32 off: default math, which never uses TF32 for SGEMM
+    // unless asked (NVIDIA_TF32_OVERRIDE is not honoured in our favour either).
+    if (b->set_math_(b->handle_, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS) {
+      return InternalError("cublasSetMathMode failed");
+    }
+    int v = 0;
+    b->get_version_(b->handle_, &v);
+    b->version_ = "cuBLAS " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+                  std::to_string(v % 100);
+    return std::unique_ptr<LibraryBaseline>(std::move(b));
+  }
+  ~CublasSgemm() override {
+    if (handle_) destroy_(handle_);
+  }
+  Status Run(CUstream stream, const std::vector<CUdeviceptr>& t) override {
+    set_stream_(handle_, reinterpret_cast<cudaStream_t>(stream));
+    const float alpha = 1.0f, beta = 0.0f;
+    // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ.
+    cublasStatus_t s = sgemm_(handle_, CUBLAS_OP_N, CUBLAS_OP_N, n_, m_, k_, &alpha,
+                              reinterpret_cast<const float*>(t[static_cast<size_t>(b_)]), n_,
+                              reinterpret_cast<const float*>(t[static_cast<size_t>(a_)]), k_, &beta,
+                              reinterpret_cast<float*>(t[static_cast<size_t>(c_)]), n_);
+    if (s != CUBLAS_STATUS_SUCCESS) return InternalError("cublasSgemm: status " + std::to_string(s));
+    return Status::Ok();
+  }
+  std::string name() const override { return "cublas_sgemm"; }
+  std::string version() const override { return version_; }
+
+ private:
+  CublasSgemm() = default;
+  void* library_ = nullptr;
+  cublasHandle_t handle_ = nullptr;
+  decltype(&cublasCreate_v2) create_ = nullptr;
+  decltype(&cublasDestroy_v2) destroy_ = nullptr;
+  decltype(&cublasSetStream_v2) set_stream_ = nullptr;
+  decltype(&cublasSetMathMode) set_math_ = nullptr;
+  decltype(&cublasSgemm_v2) sgemm_ = nullptr;
+  decltype(&cublasGetVersion_v2) get_version_ = nullptr;
+  int m_ = 0, n_ = 0, k_ = 0, a_ = -1, b_ = -1, c_ = -1;
+  std::string version_;
+};
+
+// ---------------------------------------------------------------------------
+// cuDNN fp32 convolution forward + bias (+ ReLU + max pool), NCHW.
+
+#define KSEARCH_CUDNN_FUNCTIONS(X)                                                        \
+  X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream) X(cudnnGetVersion) X(cudnnGetErrorString) \
+  X(cudnnCreateTensorDescriptor) X(cudnnSetTensor4dDescriptor) X(cudnnDestroyTensorDescriptor) \
+  X(cudnnCreateFilterDescriptor) X(cudnnSetFilter4dDescriptor) X(cudnnDestroyFilterDescriptor) \
+  X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolution2dDescriptor)                   \
+  X(cudnnSetConvolutionMathType) X(cudnnDestroyConvolutionDescriptor)                      \
+  X(cudnnFindConvolutionForwardAlgorithmEx) X(cudnnGetConvolutionForwardWorkspaceSize)     \
+  X(cudnnConvolutionForward) X(cudnnAddTensor) X(cudnnCreateActivationDescriptor)          \
+  X(cudnnSetActivationDescriptor) X(cudnnDestroyActivationDescriptor) X(cudnnActivationForward) \
+  X(cudnnCreatePoolingDescriptor) X(cudnnSetPooling2dDescriptor) X(cudnnDestroyPoolingDescriptor) \
+  X(cudnnPoolingForward)
+
+class CudnnConv final : public LibraryBaseline {
+ public:
+  static StatusOr<std::unique_ptr<LibraryBaseline>> Create(const Problem& p, bool relu_pool) {
+    auto b = std::unique_ptr<CudnnConv>(new CudnnConv());
+    b->relu_pool_ = relu_pool;
+    for (const char* t : {"x", "weight", "bias", "y"}) {
+      if (!p.FindTensor(t)) return InvalidArgumentError("cudnn baselines need tensors x, weight, bias, y");
+    }
+    for (size_t i = 0; i < p.tensors.size(); ++i) {
+      if (p.tensors[i].dtype != DType::kF32) return InvalidArgumentError("cudnn baselines need f32 tensors");
+      const std::string& n = p.tensors[i].name;
+      int* slot = n == "x" ? &b->x_ : n == "weight" ? &b->w_ : n == "bias" ? &b->bias_ : n == "y" ? &b->y_ : nullptr;
+      if (slot) *slot = static_cast<int>(i);
+    }
+    int n = static_cast<int>(DimOr(p, "N", 0)), c = static_cast<int>(DimOr(p, "C", 0)),
+        h = static_cast<int>(DimOr(p, "H", 0)), w = static_cast<int>(DimOr(p, "W", 0)),
+        oc = static_cast<int>(DimOr(p, "OC", 0)), kh = static_cast<int>(DimOr(p, "KH", 0)),
+        kw = static_cast<int>(DimOr(p, "KW", 0));
+    int stride = static_cast<int>(Setting(p, "stride", DimOr(p, "STRIDE", 1)));
+    int pad = static_cast<int>(Setting(p, "padding", DimOr(p, "PAD", 0)));
+    if (!n || !c || !h || !w || !oc || !kh || !kw) {
+      return InvalidArgumentError("cudnn baselines need dims N, C, H, W, OC, KH, KW");
+    }
+    KSEARCH_ASSIGN_OR_RETURN(b->library_, Open("libcudnn.so.9"));
+#define KSEARCH_RESOLVE_CUDNN(fn) KSEARCH_RETURN_IF_ERROR(Resolve(b->library_, "libcudnn", #fn, &b->fn##_));
+    KSEARCH_CUDNN_FUNCTIONS(KSEARCH_RESOLVE_CUDNN)
+#undef KSEARCH_RESOLVE_CUDNN
+    KSEARCH_RETURN_IF_ERROR(b->Check(b->cudnnCreate_(&b->handle_), "cudnnCreate"));
+    size_t v = b->cudnnGetVersion_();
+    b->version_ = "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+                  std::to_string(v % 100);
+    KSEARCH_RETURN_IF_ERROR(b->Check(b->cudnnCreateTensorDescriptor_(&b->x_desc_), "cudnnCreateTensorDescriptor"));
+    KSEARCH_RETURN_IF_ERROR(b->Check(b->cudnnCreateTensorDescriptor_(&b->conv_desc_out_), "cudnnCreateTensorDescriptor"));
+    KSEARCH_RETURN_IF_ERROR(b->Check(b->cudnnCreateTensorDescriptor_(&b->bias_desc_), "cudnnCreateTensorDescriptor"));
+    KSEARCH_RETURN_IF_ERROR(b->Check(b->cudnnCreateTensorDescriptor_(&b->y_desc_), "cudnnCreateTensorDescriptor"));
+    KSEARCH_RETURN_IF_ERROR(b->Check(b->cudnnCreateFilterDescriptor_(&b->w_desc_), "cudnnCreateFilterDescriptor"));
+    KSEARCH_RETURN_IF_ERROR(b->Check(b->cudnnCreateConvolutionDescriptor_(&b->conv_), "cudnnCreateConvolutionDescriptor"));
+    KSEARCH_RETURN_IF_ERROR(b->Check(
+        b->cudnnSetTensor4dDescriptor_(b->x_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w),
+        "cudnnSetTensor4dDescriptor(x)"));
+    KSEARCH_RETURN_IF_ERROR(b->Check(
+        b->cudnnSetFilter4dDescriptor_(b->w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, oc, c, kh, kw),
+        "cudnnSetFilter4dDescriptor"));
+    KSEARCH_RETURN_IF_ERROR(b->Check(
+        b->cudnnSetConvolution2dDescriptor_(b->conv_, pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                            CUDNN_DATA_FLOAT),
+        "cudnnSetConvolution2dDescriptor"));
+    // FMA math: no TF32 tensor cores, as PyTorch does with allow_tf32 off.
+    KSEARCH_RETURN_IF_ERROR(b->Check(b->cudnnSetConvolutionMathType_(b->conv_, CUDNN_FMA_MATH),
+                                     "cudnnSetConvolutionMathType"));
+    int oh = (h + 2 * pad - kh) / stride + 1, ow = (w + 2 * pad - kw) / stride + 1;
+    KSEARCH_RETURN_IF_ERROR(b->Check(
+        b->cudnnSetTensor4dDescriptor_(b->conv_desc_out_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, oc, oh, ow),
+        "cudnnSetTensor4dDescriptor(conv out)"));
+    KSEARCH_RETURN_IF_ERROR(b->Check(
+        b->cudnnSetTensor4dDescriptor_(b->bias_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, oc, 1, 1),
+        "cudnnSetTensor4dDescriptor(bias)"));
+    KSEARCH_ASSIGN_OR_RETURN(const DriverApi* api, Driver());
+    b->api_ = api;
+    int64_t conv_out_elements = int64_t{n} * oc * oh * ow;
+    if (relu_pool) {
+      int pool = static_cast<int>(Setting(p, "pool_kernel", DimOr(p, "POOL", 3)));
+      int pool_stride = static_cast<int>(Setting(p, "pool_stride", DimOr(p, "POOL_STRIDE", 2)));
+      int ph = (oh - pool) / pool_stride + 1, pw = (ow - pool) / pool_stride + 1;
+      KSEARCH_RETURN_IF_ERROR(b->Check(
+          b->cudnnSetTensor4dDescriptor_(b->y_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, oc, ph, pw),
+          "cudnnSetTensor4dDescriptor(y)"));
+      KSEARCH_RETURN_IF_ERROR(b->Check(b->cudnnCreateActivationDescriptor_(&b->relu_), "cudnnCreateActivationDescriptor"));
+      KSEARCH_RETURN_IF_ERROR(b->Check(
+          b->cudnnSetActivationDescriptor_(b->relu_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+          "cudnnSetActivationDescriptor"));
+      KSEARCH_RETURN_IF_ERROR(b->Check(b->cudnnCreatePoolingDescriptor_(&b->pool_), "cudnnCreatePoolingDescriptor"));
+      KSEARCH_RETURN_IF_ERROR(b->Check(
+          b->cudnnSetPooling2dDescriptor_(b->pool_, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN, pool, pool, 0, 0,
+                                          pool_stride, pool_stride),
+          "cudnnSetPooling2dDescriptor"));
+      KSEARCH_ASSIGN_OR_RETURN(b->conv_out_, DeviceBuffer::Allocate(*api, conv_out_elements * 4));
+    } else {
+      if (DimOr(p, "OH", oh) != oh || DimOr(p, "OW", ow) != ow) {
+        return InvalidArgumentError("cudnn_conv_fwd: the problem's OH/OW do not match its stride and padding");
+      }
+    }
+    // The fastest fp32 algorithm for this shape, chosen once by timing (what
+    // torch.backends.cudnn.benchmark does): a strong baseline, not a default.
+    size_t free_bytes = 0, total = 0;
+    api->cuMemGetInfo(&free_bytes, &total);
+    size_t limit = std::min<size_t>(free_bytes / 4, size_t{4} << 30);
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer search_space, DeviceBuffer::Allocate(*api, static_cast<int64_t>(limit)));
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(*api, int64_t{n} * c * h * w * 4));
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer wt, DeviceBuffer::Allocate(*api, int64_t{oc} * c * kh * kw * 4));
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer out, DeviceBuffer::Allocate(*api, conv_out_elements * 4));
+    cudnnConvolutionFwdAlgoPerf_t perf[16];
+    int found = 0;
+    KSEARCH_RETURN_IF_ERROR(b->Check(
+        b->cudnnFindConvolutionForwardAlgorithmEx_(b->handle_, b->x_desc_, reinterpret_cast<void*>(x.ptr()),
+                                                   b->w_desc_, reinterpret_cast<void*>(wt.ptr()), b->conv_,
+                                                   b->conv_desc_out_, reinterpret_cast<void*>(out.ptr()), 16,
+                                                   &found, perf, reinterpret_cast<void*>(search_space.ptr()), limit),
+        "cudnnFindConvolutionForwardAlgorithmEx"));
+    bool chosen = false;
+    for (int i = 0; i < found && !chosen; ++i) {
+      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+      // Only algorithms that really ran in fp32 FMA math.
+      if (perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
+      b->algo_ = perf[i].algo;
+      b->workspace_bytes_ = perf[i].memory;
+      chosen = true;
+    }
+    if (!chosen) return InternalError("cudnnFindConvolutionForwardAlgorithmEx found no fp32 algorithm");
+    KSEARCH_ASSIGN_OR_RETURN(b->workspace_, DeviceBuffer::Allocate(*api, static_cast<int64_t>(b->workspace_bytes_)));
+    b->version_ += ", algo " + std::to_string(static_cast<int>(b->algo_));
+    return std::unique_ptr<LibraryBaseline>(std::move(b));
+  }
+
+  ~CudnnConv() override {
+    if (relu_) cudnnDestroyActivationDescriptor_(relu_);
+    if (pool_) cudnnDestroyPoolingDescriptor_(pool_);
+    if (conv_) cudnnDestroyConvolutionDescriptor_(conv_);
+    if (w_desc_) cudnnDestroyFilterDescriptor_(w_desc_);
+    for (cudnnTensorDescriptor_t d : {x_desc_, conv_desc_out_, bias_desc_, y_desc_}) {
+      if (d) cudnnDestroyTensorDescriptor_(d);
+    }
+    if (handle_) cudnnDestroy_(handle_);
+  }
+
+  Status Run(CUstream stream, const std::vector<CUdeviceptr>& t) override {
+    KSEARCH_RETURN_IF_ERROR(Check(cudnnSetStream_(handle_, reinterpret_cast<cudaStream_t>(stream)), "cudnnSetStream"));
+    const float one = 1.0f, zero = 0.0f;
+    auto at = [&](int i) { return reinterpret_cast<void*>(t[static_cast<size_t>(i)]); };
+    void* conv_out = relu_pool_ ? reinterpret_cast<void*>(conv_out_.ptr()) : at(y_);
+    KSEARCH_RETURN_IF_ERROR(Check(
+        cudnnConvolutionForward_(handle_, &one, x_desc_, at(x_), w_desc_, at(w_), conv_, algo_,
+                                 reinterpret_cast<void*>(workspace_.ptr()), workspace_bytes_, &zero,
+                                 conv_desc_out_, conv_out),
+        "cudnnConvolutionForward"));
+    KSEARCH_RETURN_IF_ERROR(
+        Check(cudnnAddTensor_(handle_, &one, bias_desc_, at(bias_), &one, conv_desc_out_, conv_out), "cudnnAddTensor"));
+    if (relu_pool_) {
+      KSEARCH_RETURN_IF_ERROR(Check(cudnnActivationForward_(handle_, relu_, &one, conv_desc_out_, conv_out, &zero,
+                                                            conv_desc_out_, conv_out),
+                                    "cudnnActivationForward"));
+      KSEARCH_RETURN_IF_ERROR(Check(
+          cudnnPoolingForward_(handle_, pool_, &one, conv_desc_out_, conv_out, &zero, y_desc_, at(y_)),
+          "cudnnPoolingForward"));
+    }
+    return Status::Ok();
+  }
+  std::string name() const override { return relu_pool_ ? "cudnn_conv_relu_maxpool" : "cudnn_conv_fwd"; }
+  std::string version() const override { return version_; }
+
+ private:
+  CudnnConv() = default;
+  Status Check(cudnnStatus_t s, const char* call) const {
+    if (s == CUDNN_STATUS_SUCCESS) return Status::Ok();
+    const char* text = cudnnGetErrorString_ ? cudnnGetErrorString_(s) : "unknown";
+    return InternalError(std::string(call) + ": " + text);
+  }
+
+#define KSEARCH_DECLARE_CUDNN(fn) decltype(&::fn) fn##_ = nullptr;
+  KSEARCH_CUDNN_FUNCTIONS(KSEARCH_DECLARE_CUDNN)
+#undef KSEARCH_DECLARE_CUDNN
+  void* library_ = nullptr;
+  const DriverApi* api_ = nullptr;
+  cudnnHandle_t handle_ = nullptr;
+  cudnnTensorDescriptor_t x_desc_ = nullptr, conv_desc_out_ = nullptr, bias_desc_ = nullptr, y_desc_ = nullptr;
+  cudnnFilterDescriptor_t w_desc_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnActivationDescriptor_t relu_ = nullptr;
+  cudnnPoolingDescriptor_t pool_ = nullptr;
+  cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  size_t workspace_bytes_ = 0;
+  DeviceBuffer workspace_, conv_out_;
+  bool relu_pool_ = false;
+  int x_ = -1, w_ = -1, bias_ = -1, y_ = -1;
+  std::string version_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<LibraryBaseline>> CreateLibraryBaseline(const Problem& problem) {
+  const std::string& name = problem.baseline.library;
+  if (name == "cublas_sgemm") return CublasSgemm::Create(problem);
+  if (name == "cudnn_conv_fwd") return CudnnConv::Create(problem, false);
+  if (name == "cudnn_conv_relu_maxpool") return CudnnConv::Create(problem, true);
+  return UnimplementedError("unknown baseline library '" + name + "'");
+}
+
+}  // namespace ksearch::internal
