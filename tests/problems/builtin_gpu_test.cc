@@ -29,6 +29,13 @@ TEST_P(BuiltinProblemOnGpu, StartingKernelAndTemplatesPassStrictCheck) {
   for (const Evaluation& e : (*evaluator)->Evaluate(kernels)) {
     std::printf("%s %s", GetParam(), e.Report().c_str());
     EXPECT_EQ(e.status, EvalStatus::kOk) << GetParam() << " " << e.Report();
+    // The vendor library (cuBLAS/cuDNN on the GPU host) is the baseline and
+    // passed the strict check itself; its speedup ratio is sane.
+    if (!p->baseline.library.empty() && e.speedup) {
+      EXPECT_EQ(e.speedup->baseline, p->baseline.library) << e.speedup->baseline;
+      EXPECT_GT(e.speedup->ratio, 0.01);
+      EXPECT_LT(e.speedup->ratio, 100.0);
+    }
   }
 }
 
