@@ -206,6 +206,24 @@ TEST_F(GpuEvaluator, ReportsCompileErrorsWithoutTouchingTheGpu) {
   ExpectNextPasses();
 }
 
+TEST(GpuEvaluatorFloor, FlagsATimeBelowThePhysicalFloor) {
+  KSEARCH_REQUIRE_GPU();
+  // The same correct kernel, but the problem claims 10,000 times the bytes it
+  // moves: the measured time is then far below the bandwidth floor, which no
+  // honest kernel can achieve.
+  std::string json = testing::RowSoftmaxProblemJson(512, 4096);
+  std::string from = R"("bytes": "8 * rows * cols")";
+  json.replace(json.find(from), from.size(), R"("bytes": "80000 * rows * cols")");
+  auto problem = Problem::FromJson(json, "", "inflated");
+  ASSERT_TRUE(problem.ok()) << problem.status().ToString();
+  auto evaluator = CreateLocalEvaluator(*problem, FastOptions());
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
+  Candidate c = problem->start.ToCandidate("too_fast", "test");
+  Evaluation e = (*evaluator)->Evaluate(std::span<const Candidate>(&c, 1)).front();
+  EXPECT_EQ(e.status, EvalStatus::kSuspiciousSpeed) << e.Report();
+  EXPECT_NE(e.message.find("physical floor"), std::string::npos) << e.message;
+}
+
 TEST_F(GpuEvaluator, TimesTheSameKernelTwiceWithinOnePercent) {
   Problem big = RowSoftmaxProblem(4096, 16384);
   EvaluatorOptions o = FastOptions();
