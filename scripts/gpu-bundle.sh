@@ -15,11 +15,13 @@ build=$root/.gpu-build
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKSEARCH_BUILD_EXAMPLES=OFF \
       '-DCMAKE_BUILD_RPATH=$ORIGIN;/usr/local/cuda/lib64' >/dev/null
 cmake --build "$build" -j"$(nproc)" --target ksearch_cli ksearch_gpu_tests ksearch_problems_gpu_tests \
-      ksearch_bench_eval
+      ksearch_bench_eval ksearch_worker ksearch_worker_gpu_tests ksearch_bench_worker
 rm -rf "$out"
 mkdir -p "$out"
 cp "$build/tools/ksearch/ksearch" "$build/tests/eval/ksearch_gpu_tests" \
-   "$build/tests/problems/ksearch_problems_gpu_tests" "$build/bench/ksearch_bench_eval" "$out/"
+   "$build/tests/problems/ksearch_problems_gpu_tests" "$build/bench/ksearch_bench_eval" \
+   "$build/tools/worker/ksearch-worker" "$build/tests/worker/ksearch_worker_gpu_tests" \
+   "$build/bench/worker/ksearch_bench_worker" "$out/"
 cp -L "$build/lib/libksearch.so.0.1" "$out/"
 for lib in libboost_json.so.1.81.0 libsimdjson.so.14; do
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$out/"
@@ -39,6 +41,8 @@ for t in OutOfBoundsWriteIsCrashed TrapIsCrashed InfiniteLoopTimesOut; do
   timeout 120 "$here/ksearch_gpu_tests" --gtest_filter="GpuEvaluatorFatal.$t" || status=1
 done
 "$here/ksearch_problems_gpu_tests" || status=1
+# The worker pool: crashes and hangs in separate processes, so one run.
+KSEARCH_WORKER="$here/ksearch-worker" timeout 900 "$here/ksearch_worker_gpu_tests" || status=1
 exit $status
 RUN
 chmod +x "$out/run-gpu-tests.sh"

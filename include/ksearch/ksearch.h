@@ -16,5 +16,6 @@
 #include "ksearch/strategies.h"
 #include "ksearch/tensor.h"
 #include "ksearch/version.h"
+#include "ksearch/worker_pool.h"
 
 #endif  // KSEARCH_KSEARCH_H_

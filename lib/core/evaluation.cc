@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 
 namespace ksearch {
@@ -32,6 +33,13 @@ boost::json::object TimingToJson(const TimingStats& t) {
 boost::json::object SpeedupToJson(const Speedup& s) {
   return {{"baseline", s.baseline}, {"ratio", s.ratio}, {"ci_low", s.ci_low},
           {"ci_high", s.ci_high},   {"pairs", s.pairs}};
+}
+
+// JSON has no NaN or Inf (Boost.JSON would write bare NaN/Infinity): such
+// values become null, which readers take as "not a number".
+boost::json::value Num(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  return v;
 }
 
 std::string Format(const char* format, double a, double b = 0, double c = 0) {
@@ -165,11 +173,11 @@ std::string Evaluation::ToJson() const {
     o["mismatch"] = {{"tensor", m.tensor},           {"input_set", m.input_set},
                      {"phase", m.phase},             {"bad_count", m.bad_count},
                      {"elements", m.elements},       {"worst_index", m.worst_index},
-                     {"expected", m.expected},       {"got", m.got},
-                     {"max_rel_error", m.max_rel_error}, {"l2_rel_error", m.l2_rel_error},
+                     {"expected", Num(m.expected)},  {"got", Num(m.got)},
+                     {"max_rel_error", Num(m.max_rel_error)}, {"l2_rel_error", Num(m.l2_rel_error)},
                      {"allowed_l2_rel_error", m.allowed_l2_rel_error}};
   }
-  o["max_l2_rel_error"] = max_l2_rel_error;
+  o["max_l2_rel_error"] = Num(max_l2_rel_error);
   o["allowed_l2_rel_error"] = allowed_l2_rel_error;
   if (timing) o["timing"] = TimingToJson(*timing);
   if (baseline_timing) o["baseline_timing"] = TimingToJson(*baseline_timing);
