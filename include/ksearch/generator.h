@@ -53,8 +53,14 @@ struct IdeaRequest {
   const SearchHistory* history = nullptr;
   int round = 0;
   int count = 4;                          // ideas wanted
-  std::vector<IdeaCategory> categories;   // spread the ideas across these
+  // The category asked for each idea, `count` entries in order (idea j in
+  // categories[j]). A generator may label an idea otherwise when it has
+  // nothing for the asked category; empty: any categories.
+  std::vector<IdeaCategory> categories;
   uint64_t seed = 0;                      // for deterministic generators
+  // A short name of the request, unique within a run, for logs and LLM
+  // recordings ("r1.s0"); replay uses it to tell identical requests apart.
+  std::string label;
   const std::atomic<bool>* cancel = nullptr;
 };
 
@@ -83,11 +89,17 @@ struct BranchRequest {
   // null for a first attempt.
   const HistoryEntry* failed = nullptr;
   uint64_t seed = 0;
+  // A short name of the request, unique within a run ("r1.s0.i2",
+  // "r1.s0.i2.b3.fix"): see IdeaRequest::label.
+  std::string label;
   const std::atomic<bool>* cancel = nullptr;
 };
 
 struct BranchResult {
-  std::vector<Candidate> candidates;  // ids and provenance are filled in by the searcher
+  // Ids and provenance are filled in by the searcher. Candidate i is branch
+  // i; an entry with an empty source stands for a branch that produced
+  // nothing (the reason is in notes) and keeps the others in their places.
+  std::vector<Candidate> candidates;
   std::string notes;                  // e.g. "branch 2: no ```json block in the reply"
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;

@@ -30,15 +30,21 @@
 
 namespace ksearch {
 
-// Every limit is off when zero. A run stops at the first limit reached.
+// Every limit is off when zero; limits compose: a run stops at the first one
+// reached. Rounds and candidates are checked before work is started (a round
+// is not begun past max_rounds; no candidate is judged past max_candidates);
+// the others are checked continuously, and work in flight when one is reached
+// is cancelled (wall time, GPU time, target) or, for tokens and money, the
+// requests in flight are cancelled while what was already written is still
+// judged. docs/search.md has the details per strategy.
 struct SearchBudget {
-  int max_rounds = 0;
-  int64_t max_candidates = 0;
-  int64_t max_tokens = 0;
-  double max_cost_usd = 0.0;
-  double max_wall_seconds = 0.0;
-  double max_gpu_seconds = 0.0;
-  double target_speedup = 0.0;   // stop once the best beats the baseline by this
+  int max_rounds = 0;             // rounds (SequentialRefineSearch: steps)
+  int64_t max_candidates = 0;     // candidates judged, duplicates included
+  int64_t max_tokens = 0;         // LLM input + output tokens
+  double max_cost_usd = 0.0;      // LLM spending, from the price table
+  double max_wall_seconds = 0.0;  // since Run() began
+  double max_gpu_seconds = 0.0;   // time spent inside Evaluator::Evaluate
+  double target_speedup = 0.0;    // stop once the best beats the baseline by this
 };
 
 struct SearchOptions {
@@ -46,6 +52,10 @@ struct SearchOptions {
   int seeds = 4;       // k: top correct kernels carried into the next round
   int ideas = 4;       // n: ideas per seed per round
   int branches = 4;    // b: implementations per idea
+  // Ideas are spread across these categories: idea j of seed s in round r is
+  // asked for in categories[(r·k·n + s·n + j) mod size], so every category
+  // comes up as the rounds go by. Empty: all six.
+  std::vector<IdeaCategory> categories = {kAllIdeaCategories.begin(), kAllIdeaCategories.end()};
   // Give a branch that fails to compile or is wrong one repair attempt with its
   // compile log or mismatch report.
   bool repair = false;
@@ -106,6 +116,15 @@ struct SearchSummary {
   double cost_usd = 0.0;
   double wall_seconds = 0.0;
   double gpu_seconds = 0.0;
+  int64_t repairs = 0;               // repair attempts requested
+  // The run's tree: every idea with its outcome and every judged candidate
+  // (provenance links each to its parent and idea), in a deterministic order:
+  // by round, then by id within a round.
+  SearchHistory history;
+  // What went wrong without stopping the search, one line each: malformed
+  // replies, failed requests, branches skipped ("r1.s0.i2 branch 3: reply has
+  // no ```json block").
+  std::vector<std::string> notes;
 
   // One line: strategy, termination, best time and speedup, counts.
   std::string BriefReport() const;

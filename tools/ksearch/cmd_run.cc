@@ -5,10 +5,13 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <sstream>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "ksearch/evaluator.h"
+#include "ksearch/llm.h"
 #include "ksearch/strategies.h"
 
 namespace ksearch::cli {
@@ -21,13 +24,29 @@ void OnSigint(int) { g_interrupted.store(true); }
 struct RunArgs {
   std::string problem;
   std::string strategy = "tune";
+  std::string llm;
+  std::string base_url;
+  std::string prices;
+  std::string record;
+  std::string prompts;
+  std::string mock_script;
+  std::string tune_method = "random";
   std::string dims;
   std::string arch;
   std::string cache_dir;
   int rounds = 6;
   int batch = 16;
+  int seeds = 4;
+  int ideas = 4;
+  int branches = 4;
+  bool repair = false;
+  bool idea_per_step = false;
+  int max_in_flight = 64;
   int64_t max_candidates = 0;
+  int64_t budget_tokens = 0;
+  double budget_usd = 0.0;
   double budget_minutes = 0.0;
+  double budget_gpu_minutes = 0.0;
   double target_speedup = 0.0;
   double max_timing_seconds = 1.0;
   bool compile_only = false;
@@ -36,11 +55,44 @@ struct RunArgs {
   uint64_t seed = 1;
 };
 
+std::string JsonString(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buffer[8];
+          std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
+          out += buffer;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
 // The live progress line: rewritten in place on a terminal, one line per
 // round otherwise (logs, CI).
 class Progress final : public SearchObserver {
  public:
-  explicit Progress(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
+  Progress(bool quiet, const LlmClient* client)
+      : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0), client_(client) {}
 
   ObserverAction OnRoundStart(int round, const std::vector<std::string>&) override {
     round_ = round;
@@ -59,7 +111,7 @@ class Progress final : public SearchObserver {
   }
   ObserverAction OnNewBest(const Candidate& c, const Evaluation& e) override {
     best_ = c.id;
-    if (e.timing) best_ms_ = e.timing->median_ms;
+    best_ms_ = e.timing ? e.timing->median_ms : 0.0;
     if (e.speedup) {
       speedup_ = e.speedup->ratio;
       baseline_ = e.speedup->baseline;
@@ -78,7 +130,8 @@ class Progress final : public SearchObserver {
   void Print(bool round_done) {
     if (quiet_) return;
     if (!tty_ && !round_done) return;
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     char best[160] = "no correct kernel yet";
     if (!best_.empty() && best_ms_ > 0) {
       std::snprintf(best, sizeof(best), "best %s %.4f ms (%.2fx vs %s)", best_.c_str(), best_ms_,
@@ -86,25 +139,204 @@ class Progress final : public SearchObserver {
     } else if (!best_.empty()) {
       std::snprintf(best, sizeof(best), "best %s (compile-only)", best_.c_str());
     }
-    std::fprintf(stderr, "%sround %d | evaluated %d (ok %d, failed %d) | %s | %.1f s%s", tty_ ? "\r\033[K" : "",
-                 round_, evaluated_, ok_, failed_, best, seconds, tty_ ? "" : "\n");
+    char llm[96] = "";
+    if (client_) {
+      LlmTotals t = client_->totals();
+      std::snprintf(llm, sizeof(llm), " | %lld tokens, $%.4f",
+                    static_cast<long long>(t.input_tokens + t.output_tokens), t.cost_usd);
+    }
+    std::fprintf(stderr, "%sround %d | evaluated %d (ok %d, failed %d) | %s%s | %.1f s%s",
+                 tty_ ? "\r\033[K" : "", round_, evaluated_, ok_, failed_, best, llm, seconds,
+                 tty_ ? "" : "\n");
     std::fflush(stderr);
   }
 
   bool quiet_;
   bool tty_;
+  const LlmClient* client_;
   int round_ = 0, evaluated_ = 0, ok_ = 0, failed_ = 0;
   std::string best_, baseline_;
   double best_ms_ = 0.0, speedup_ = 0.0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+// `--llm mock`: a loopback server scripted from the problem itself, so the
+// whole LLM path (prompts, concurrency, parsing, judging) runs without a
+// model. Idea replies name "mock variants" (the starting kernel and points of
+// the problem's templates); branch replies return the variant the idea names,
+// shifted by the branch number so that branches differ.
+Status ScriptMock(MockLlmServer& mock, const Problem& problem, int rounds, int branches) {
+  std::vector<Candidate> variants = {problem.start.ToCandidate("", "start")};
+  for (const TemplateSpec& t : problem.templates) {
+    variants.push_back(t.kernel.ToCandidate("", "template"));
+    for (const auto& [param, values] : t.space) {
+      for (int64_t v : values) {
+        Candidate c = t.kernel.ToCandidate("", "template");
+        c.plan.SetParam(param, v);
+        if (variants.size() < 24 && c.plan != t.kernel.plan) variants.push_back(std::move(c));
+      }
+    }
+  }
+  auto reply = [&](size_t v) {
+    const Candidate& c = variants[v % variants.size()];
+    return "Mock implementation of variant " + std::to_string(v % variants.size()) +
+           ".\n\n```cuda\n" + c.source + (c.source.ends_with("\n") ? "" : "\n") +
+           "```\n\n```json\n" + c.plan.ToJson() + "\n```\n";
+  };
+  const size_t n = variants.size();
+  // One set of ideas per round (16 with --rounds 0); rounds past the scripted
+  // ones share the last rule.
+  constexpr int kScriptedRounds = 16;
+  int scripted = rounds > 0 ? std::min(rounds, 64) : kScriptedRounds;
+  for (int r = 0; r <= scripted; ++r) {
+    std::string ideas = "```json\n[";
+    for (size_t j = 0; j < kAllIdeaCategories.size(); ++j) {
+      size_t v = (static_cast<size_t>(r) * kAllIdeaCategories.size() + j + 1) % n;
+      ideas += std::string(j ? ",\n " : "") + "{\"category\": \"" +
+               std::string(ToString(kAllIdeaCategories[j])) +
+               "\", \"idea\": \"Try the kernel of mock variant " + std::to_string(v) + ".\"}";
+    }
+    ideas += "]\n```\n";
+    MockRule rule;
+    rule.regex = r < scripted ? "# Round " + std::to_string(r) + ":" : "# Round \\d+:";
+    rule.reply.content = ideas;
+    KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
+  }
+  for (size_t v = 0; v < n; ++v) {
+    for (int b = 1; b <= std::max(1, branches); ++b) {
+      MockRule rule;
+      // Anchored on the idea being implemented: the history below it names
+      // other variants.
+      rule.regex = "implement \\([a-z_]+\\)\\s+Try the kernel of mock variant " +
+                   std::to_string(v) + "\\.[\\s\\S]*implementation " + std::to_string(b) + " of";
+      rule.reply.content = reply(v + static_cast<size_t>(b - 1));
+      KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
+    }
+  }
+  for (size_t j = 0; j < kAllIdeaCategories.size(); ++j) {
+    MockRule rule;
+    rule.contains = "Suggested focus this step: " + std::string(ToString(kAllIdeaCategories[j]));
+    rule.reply.content = reply(j + 1);
+    KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
+  }
+  MockReply fallback;
+  fallback.content = reply(0);
+  mock.SetDefaultReply(fallback);
+  return Status::Ok();
+}
+
+// What --llm makes: the client (and, for mock, its server), and the model
+// name requests carry.
+struct LlmSetup {
+  std::unique_ptr<MockLlmServer> mock;
+  std::unique_ptr<LlmRecorder> recorder;  // outlives the client
+  std::unique_ptr<LlmClient> client;
+  std::string model;
+};
+
+StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const Problem& problem) {
+  LlmSetup setup;
+  std::string spec = args.llm;
+  std::string kind = spec.substr(0, spec.find(':'));
+  std::string rest = spec.find(':') == std::string::npos ? "" : spec.substr(spec.find(':') + 1);
+  HttpLlmClient::Options options;
+  options.base_url = args.base_url;
+  options.max_in_flight = args.max_in_flight;
+  if (!args.prices.empty()) {
+    KSEARCH_ASSIGN_OR_RETURN(options.prices, PriceTable::Load(args.prices));
+  }
+  if (kind == "replay") {
+    if (rest.empty()) return InvalidArgumentError("--llm replay:FILE needs the recording's path");
+    KSEARCH_ASSIGN_OR_RETURN(auto exchanges, LoadLlmRecording(rest));
+    // Replay matches requests by hash, which includes the model: use the
+    // recorded one.
+    if (!exchanges.empty()) setup.model = exchanges.front().request.model;
+    KSEARCH_ASSIGN_OR_RETURN(auto client, ReplayLlmClient::Create(std::move(exchanges)));
+    setup.client = std::move(client);
+  } else if (kind == "mock") {
+    KSEARCH_ASSIGN_OR_RETURN(setup.mock, MockLlmServer::Start({}));
+    if (!args.mock_script.empty()) {
+      KSEARCH_RETURN_IF_ERROR(setup.mock->LoadScript(args.mock_script));
+    } else {
+      KSEARCH_RETURN_IF_ERROR(ScriptMock(*setup.mock, problem, args.rounds, args.branches));
+    }
+    options.provider = LlmProvider::kOpenAi;
+    options.base_url = setup.mock->openai_base_url();
+    setup.model = "mock";
+  } else if (kind == "openai" || kind == "anthropic") {
+    if (rest.empty()) return InvalidArgumentError("--llm " + kind + ":MODEL needs a model name");
+    KSEARCH_ASSIGN_OR_RETURN(options.provider, ParseLlmProvider(kind));
+    setup.model = rest;
+  } else {
+    return InvalidArgumentError(
+        "--llm " + spec + ": expected openai:MODEL, anthropic:MODEL, mock, replay:FILE or catalog");
+  }
+  if (!setup.client) {
+    options.default_model = setup.model;
+    KSEARCH_ASSIGN_OR_RETURN(auto client, HttpLlmClient::Create(std::move(options)));
+    setup.client = std::move(client);
+  }
+  if (!args.record.empty()) {
+    KSEARCH_ASSIGN_OR_RETURN(setup.recorder, LlmRecorder::Open(args.record));
+    setup.client->SetObserver(setup.recorder->observer());
+  }
+  return setup;
+}
+
+void PrintJson(const SearchSummary& s) {
+  std::ostringstream out;
+  out << "{\"strategy\":" << JsonString(s.strategy)
+      << ",\"termination\":" << JsonString(ToString(s.termination));
+  if (!s.error.ok()) out << ",\"error\":" << JsonString(s.error.ToString());
+  out << ",\"rounds\":" << s.rounds << ",\"ideas\":" << s.ideas
+      << ",\"candidates\":" << s.candidates << ",\"correct\":" << s.correct
+      << ",\"repairs\":" << s.repairs << ",\"input_tokens\":" << s.input_tokens
+      << ",\"output_tokens\":" << s.output_tokens << ",\"cost_usd\":" << s.cost_usd
+      << ",\"wall_seconds\":" << s.wall_seconds << ",\"gpu_seconds\":" << s.gpu_seconds
+      << ",\"by_status\":{";
+  bool first = true;
+  for (const auto& [status, count] : s.by_status) {
+    out << (first ? "" : ",") << JsonString(status) << ":" << count;
+    first = false;
+  }
+  out << "},\"best\":" << (s.best ? s.best->evaluation.ToJson() : "null")
+      << ",\"best_plan\":" << (s.best ? s.best->candidate.plan.ToJson() : "null")
+      << ",\"best_source\":" << (s.best ? JsonString(s.best->candidate.source) : "null")
+      << ",\"tree\":{\"ideas\":[";
+  first = true;
+  for (const Idea& i : s.history.ideas) {
+    out << (first ? "" : ",") << "{\"id\":" << JsonString(i.id)
+        << ",\"parent\":" << JsonString(i.parent_id) << ",\"round\":" << i.round
+        << ",\"category\":" << JsonString(ToString(i.category))
+        << ",\"text\":" << JsonString(i.text) << ",\"outcome\":" << JsonString(i.outcome) << "}";
+    first = false;
+  }
+  out << "],\"candidates\":[";
+  first = true;
+  for (const HistoryEntry& e : s.history.entries) {
+    out << (first ? "" : ",") << "{\"id\":" << JsonString(e.candidate.id)
+        << ",\"parent\":" << JsonString(e.candidate.provenance.parent_id)
+        << ",\"idea\":" << JsonString(e.candidate.provenance.idea_id)
+        << ",\"round\":" << e.candidate.provenance.round
+        << ",\"status\":" << JsonString(ToString(e.evaluation.status));
+    if (e.evaluation.timing) out << ",\"median_ms\":" << e.evaluation.timing->median_ms;
+    out << "}";
+    first = false;
+  }
+  out << "]},\"notes\":[";
+  first = true;
+  for (const std::string& n : s.notes) {
+    out << (first ? "" : ",") << JsonString(n);
+    first = false;
+  }
+  out << "]}\n";
+  std::cout << out.str();
+}
+
 int RunSearch(const RunArgs& args) {
-  if (args.strategy != "tune") {
-    return ReportError(UnimplementedError(
-        "--strategy " + args.strategy +
-        ": only 'tune' (offline parameter tuning) is available in this build; the LLM "
-        "strategies 'branch' and 'refine' arrive with the search-loop work"));
+  if (args.strategy != "tune" && args.strategy != "branch" && args.strategy != "refine") {
+    return ReportError(
+        InvalidArgumentError("--strategy " + args.strategy + ": expected branch, refine or tune"));
   }
   auto problem = LoadWithDims(args.problem, args.dims);
   if (!problem.ok()) return ReportError(problem.status());
@@ -115,6 +347,45 @@ int RunSearch(const RunArgs& args) {
           why + "; run on a machine with an NVIDIA GPU, or add --compile-only --arch sm_90"));
     }
   }
+  auto method = ParseTuneMethod(args.tune_method);
+  if (!method.ok()) return ReportError(method.status());
+
+  if (args.strategy == "tune" && !args.llm.empty()) {
+    std::cerr << "ksearch: note: --llm is for --strategy branch or refine; tune needs no model\n";
+  }
+  if (args.budget_usd > 0 && args.prices.empty() &&
+      (args.llm.starts_with("openai:") || args.llm.starts_with("anthropic:"))) {
+    std::cerr << "ksearch: note: --budget-usd without --prices: every request costs $0, so the "
+                 "money budget never ends the run\n";
+  }
+
+  // The generators: a language model, or the offline catalog.
+  LlmSetup llm;
+  std::unique_ptr<IdeaGenerator> ideas;
+  std::unique_ptr<Brancher> brancher;
+  bool use_llm = args.strategy != "tune" && !args.llm.empty() && args.llm != "catalog";
+  if (use_llm) {
+    auto setup = MakeLlm(args, *problem);
+    if (!setup.ok()) return ReportError(setup.status());
+    llm = std::move(*setup);
+    LlmGeneratorOptions gen;
+    gen.model = llm.model;
+    if (!args.prompts.empty()) {
+      auto prompts = PromptTemplates::Load(args.prompts);
+      if (!prompts.ok()) return ReportError(prompts.status());
+      gen.prompts = std::move(*prompts);
+    }
+    auto made_ideas = MakeLlmIdeaGenerator(*llm.client, gen);
+    if (!made_ideas.ok()) return ReportError(made_ideas.status());
+    auto made_brancher = MakeLlmBrancher(*llm.client, gen);
+    if (!made_brancher.ok()) return ReportError(made_brancher.status());
+    ideas = std::move(*made_ideas);
+    brancher = std::move(*made_brancher);
+  } else if (args.strategy != "tune") {
+    ideas = MakeCatalogIdeaGenerator();
+    brancher = MakeParameterMutationBrancher();
+  }
+
   EvaluatorOptions eval_options;
   eval_options.device_ordinal = args.device;
   eval_options.arch = args.arch;
@@ -127,17 +398,36 @@ int RunSearch(const RunArgs& args) {
 
   SearchOptions options;
   options.seed = args.seed;
+  options.seeds = args.seeds;
+  options.ideas = args.ideas;
+  options.branches = args.branches;
+  options.repair = args.repair;
   options.budget.max_rounds = args.rounds;
   options.budget.max_candidates = args.max_candidates;
+  options.budget.max_tokens = args.budget_tokens;
+  options.budget.max_cost_usd = args.budget_usd;
   options.budget.max_wall_seconds = args.budget_minutes * 60.0;
+  options.budget.max_gpu_seconds = args.budget_gpu_minutes * 60.0;
   options.budget.target_speedup = args.target_speedup;
-  ParameterTuneOptions tune;
-  tune.batch_size = args.batch;
-  auto searcher = MakeParameterTuneSearch(options, tune);
-  Progress progress(args.json);
+  std::unique_ptr<Searcher> searcher;
+  if (args.strategy == "branch") {
+    searcher = MakeParallelBranchSearch(options);
+  } else if (args.strategy == "refine") {
+    SequentialRefineOptions refine;
+    refine.use_idea_generator = args.idea_per_step;
+    searcher = MakeSequentialRefineSearch(options, refine);
+  } else {
+    ParameterTuneOptions tune;
+    tune.batch_size = args.batch;
+    tune.method = *method;
+    searcher = MakeParameterTuneSearch(options, tune);
+  }
+  Progress progress(args.json, llm.client.get());
   SearchContext context;
   context.problem = &*problem;
   context.evaluator = evaluator->get();
+  context.ideas = ideas.get();
+  context.brancher = brancher.get();
   context.observers.push_back(&progress);
   context.cancel = &g_interrupted;
   std::signal(SIGINT, OnSigint);
@@ -146,19 +436,24 @@ int RunSearch(const RunArgs& args) {
   progress.Finish();
   if (!summary.ok()) return ReportError(summary.status());
   if (args.json) {
-    std::cout << "{\"strategy\":\"" << summary->strategy << "\",\"termination\":\""
-              << ToString(summary->termination) << "\",\"rounds\":" << summary->rounds
-              << ",\"candidates\":" << summary->candidates << ",\"correct\":" << summary->correct
-              << ",\"wall_seconds\":" << summary->wall_seconds << ",\"best\":"
-              << (summary->best ? summary->best->evaluation.ToJson() : "null") << ",\"best_plan\":"
-              << (summary->best ? summary->best->candidate.plan.ToJson() : "null") << "}\n";
+    PrintJson(*summary);
   } else {
     std::cout << summary->FullReport();
+    if (summary->repairs > 0) std::cout << "repairs: " << summary->repairs << "\n";
+    if (!summary->notes.empty()) {
+      std::cout << "notes (" << summary->notes.size() << "):\n";
+      size_t shown = std::min<size_t>(summary->notes.size(), 20);
+      for (size_t i = 0; i < shown; ++i) std::cout << "  " << summary->notes[i] << "\n";
+      if (shown < summary->notes.size()) {
+        std::cout << "  … " << summary->notes.size() - shown << " more (--json lists all)\n";
+      }
+    }
     if (summary->best) {
       std::cout << "best plan: " << summary->best->candidate.plan.ToJson() << "\n";
     }
   }
   if (summary->termination == TerminationReason::kInterrupted) return kExitInterrupted;
+  if (summary->termination == TerminationReason::kFailed) return kExitFailure;
   return summary->best ? kExitOk : kExitRejected;
 }
 
@@ -167,32 +462,78 @@ int RunSearch(const RunArgs& args) {
 void AddRunCommand(CLI::App& app, int* exit_code) {
   static RunArgs args;
   auto* cmd = app.add_subcommand("run", "Search for a faster kernel for a problem");
-  cmd->add_option("PROBLEM", args.problem, "built-in name (see 'ksearch problems') or path")->required();
-  cmd->add_option("--strategy", args.strategy, "tune: offline tuning of the problem's templates")
+  cmd->add_option("PROBLEM", args.problem, "built-in name (see 'ksearch problems') or path")
+      ->required();
+  cmd->add_option("--strategy", args.strategy,
+                  "branch: ideas + parallel branches (the method); refine: one candidate at a "
+                  "time; tune: offline tuning of the problem's templates")
       ->capture_default_str();
+  cmd->add_option("--llm", args.llm,
+                  "openai:MODEL, anthropic:MODEL, mock, replay:FILE, or catalog (offline "
+                  "parameter moves; the default for branch and refine)");
+  cmd->add_option(
+      "--base-url", args.base_url,
+      "server URL (default: $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL, else the provider's)");
+  cmd->add_option("--prices", args.prices,
+                  "price table JSON (docs/llm.md) for costs and --budget-usd");
+  cmd->add_option("--record", args.record,
+                  "append every LLM exchange to this JSONL file (for replay:)");
+  cmd->add_option("--prompts", args.prompts,
+                  "folder of prompt templates overriding the built-in ones");
+  cmd->add_option("--mock-script", args.mock_script,
+                  "with --llm mock: a mock script (docs/llm.md)");
   cmd->add_option("--rounds", args.rounds, "rounds to run (0: until another budget ends)")
       ->capture_default_str();
-  cmd->add_option("--batch", args.batch, "candidates judged per round")->capture_default_str();
+  cmd->add_option("--seeds", args.seeds, "branch: k, correct kernels seeding each round")
+      ->capture_default_str();
+  cmd->add_option("--ideas", args.ideas, "branch: n, ideas per seed per round")
+      ->capture_default_str();
+  cmd->add_option("--branches", args.branches, "branch: b, implementations per idea")
+      ->capture_default_str();
+  cmd->add_flag("--repair", args.repair,
+                "branch: give a branch that fails to compile or is wrong one fix attempt");
+  cmd->add_flag("--idea-per-step", args.idea_per_step,
+                "refine: ask for an idea before each revision (two requests per candidate)");
+  cmd->add_option("--max-in-flight", args.max_in_flight, "LLM requests in flight at most")
+      ->capture_default_str();
+  cmd->add_option("--batch", args.batch, "tune: candidates judged per round")
+      ->capture_default_str();
+  cmd->add_option("--tune-method", args.tune_method, "tune: random, annealing or halving")
+      ->capture_default_str();
   cmd->add_option("--max-candidates", args.max_candidates, "stop after this many candidates");
+  cmd->add_option("--budget-tokens", args.budget_tokens, "stop after this many LLM tokens");
+  cmd->add_option("--budget-usd", args.budget_usd,
+                  "stop after this much LLM spending (needs --prices)");
   cmd->add_option("--budget-minutes", args.budget_minutes, "stop after this much wall time");
-  cmd->add_option("--target-speedup", args.target_speedup, "stop once the best beats the baseline by this");
+  cmd->add_option("--budget-gpu-minutes", args.budget_gpu_minutes,
+                  "stop after this much evaluator time");
+  cmd->add_option("--target-speedup", args.target_speedup,
+                  "stop once the best beats the baseline by this");
   cmd->add_option("--dims", args.dims, "override problem dims, e.g. rows=256,cols=1024");
-  cmd->add_flag("--compile-only", args.compile_only,
-                "run the loop without a GPU, judging up to compilation and plan checks (needs --arch)");
+  cmd->add_flag(
+      "--compile-only", args.compile_only,
+      "run the loop without a GPU, judging up to compilation and plan checks (needs --arch)");
   cmd->add_option("--arch", args.arch, "compile target, e.g. sm_90 (default: the GPU's)");
   cmd->add_option("--device", args.device, "CUDA device ordinal")->capture_default_str();
   cmd->add_option("--seed", args.seed, "seed for every random choice")->capture_default_str();
   cmd->add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
   cmd->add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per candidate")
       ->capture_default_str();
-  cmd->add_flag("--json", args.json, "print the summary as JSON (no progress line)");
+  cmd->add_flag("--json", args.json,
+                "print the summary and the search tree as JSON (no progress line)");
   cmd->footer(
-      "Ctrl-C stops gracefully: the candidates in flight finish and the summary is printed.\n\n"
+      "Ctrl-C stops gracefully: work in flight is finished or cancelled, everything is\n"
+      "recorded and the summary is printed. API keys come from $OPENAI_API_KEY or\n"
+      "$ANTHROPIC_API_KEY, never from the command line.\n\n"
       "Examples:\n"
       "  ksearch run softmax                           tune softmax's templates on GPU 0\n"
-      "  ksearch run matmul --rounds 10 --batch 32     a longer tuning run\n"
-      "  ksearch run softmax --compile-only --arch sm_90\n"
-      "                                                exercise the loop without a GPU");
+      "  ksearch run matmul --tune-method annealing --rounds 10 --batch 32\n"
+      "  ksearch run softmax --strategy branch --llm openai:gpt-4o --rounds 4 --seeds 2\n"
+      "      --ideas 4 --branches 4 --budget-usd 5 --prices prices.json --record run.jsonl\n"
+      "  ksearch run softmax --strategy branch --llm replay:run.jsonl   replay a run offline\n"
+      "  ksearch run softmax --strategy branch                          offline: catalog ideas\n"
+      "  ksearch run softmax --strategy branch --llm mock --compile-only --arch sm_90\n"
+      "                                                exercise the loop without a GPU or model");
   cmd->callback([exit_code] { *exit_code = RunSearch(args); });
 }
 

@@ -24,6 +24,8 @@ enum ExitCode {
 void AddEvalCommand(CLI::App& app, int* exit_code);
 void AddProblemsCommand(CLI::App& app, int* exit_code);
 void AddRunCommand(CLI::App& app, int* exit_code);
+// list, show, best, export, report (cmd_store.cc).
+void AddStoreCommands(CLI::App& app, int* exit_code);
 
 // Prints "ksearch: MESSAGE" to stderr and maps the status to an exit code.
 int ReportError(const Status& status);

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   AddRunCommand(app, &exit_code);
   AddEvalCommand(app, &exit_code);
   AddProblemsCommand(app, &exit_code);
+  AddStoreCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,392 @@
+// The LLM-backed IdeaGenerator and Brancher: prompts rendered from the
+// templates, requests issued together on the async client, replies parsed
+// into ideas or candidates. Anything wrong with a single reply is a note, not
+// an error: the search goes on with what the other replies gave.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "core/json_util.h"
+#include "ksearch/llm.h"
+#include "ksearch/strategies.h"
+#include "search/prompts.h"
+
+namespace ksearch {
+namespace {
+
+// Errors after which more requests cannot help: wrong key, model, URL or
+// provider, a replay that lacks the request, or a cancellation we did not ask
+// for. Everything else (the client has already retried transient failures)
+// costs one reply.
+bool IsFatal(StatusCode code) {
+  switch (code) {
+    case StatusCode::kUnauthenticated:
+    case StatusCode::kPermissionDenied:
+    case StatusCode::kNotFound:
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kUnimplemented:
+    case StatusCode::kCancelled:
+      return true;
+    default:
+      return false;
+  }
+}
+
+struct Usage {
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost_usd = 0.0;
+};
+
+// Issues every request at once and waits for all replies. If `cancel` becomes
+// true the pending requests are cancelled and kCancelled is returned once
+// every callback has run (the callbacks reference shared state, so the wait
+// is only for tidiness, not safety).
+StatusOr<std::vector<StatusOr<ChatResponse>>> CompleteAll(LlmClient& client,
+                                                          std::vector<ChatRequest> requests,
+                                                          const std::atomic<bool>* cancel,
+                                                          Usage* usage) {
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::vector<std::optional<StatusOr<ChatResponse>>> results;
+    size_t remaining = 0;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->results.resize(requests.size());
+  shared->remaining = requests.size();
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ids.push_back(client.Complete(std::move(requests[i]), [shared, i](StatusOr<ChatResponse> r) {
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      shared->results[i] = std::move(r);
+      if (--shared->remaining == 0) shared->done.notify_all();
+    }));
+  }
+  bool cancelled = false;
+  {
+    std::unique_lock<std::mutex> lock(shared->mutex);
+    while (shared->remaining > 0) {
+      if (!cancelled && cancel && cancel->load()) {
+        cancelled = true;
+        lock.unlock();
+        for (uint64_t id : ids) client.Cancel(id);
+        lock.lock();
+        continue;
+      }
+      shared->done.wait_for(lock, std::chrono::milliseconds(10));
+    }
+  }
+  std::vector<StatusOr<ChatResponse>> out;
+  for (auto& r : shared->results) {
+    if (r->ok()) {
+      usage->input_tokens += (*r)->input_tokens;
+      usage->output_tokens += (*r)->output_tokens;
+      usage->cost_usd += (*r)->cost_usd;
+    }
+    out.push_back(std::move(*r));
+  }
+  if (cancelled) return CancelledError("the search stopped while the model was writing");
+  return out;
+}
+
+std::string CategoryList(const std::vector<IdeaCategory>& categories, int count) {
+  std::string out;
+  for (int j = 0; j < count; ++j) {
+    out += (j ? ", " : "");
+    out += categories.empty() ? "any" : std::string(ToString(categories[j % categories.size()]));
+  }
+  return out;
+}
+
+bool ParseCategoryLoosely(std::string text, IdeaCategory* out) {
+  for (char& c : text) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (c == ' ' || c == '-') c = '_';
+  }
+  if (ParseIdeaCategory(text, out)) return true;
+  // "memory", "control flow and indexing", "parallelism/occupancy"…
+  for (IdeaCategory c : kAllIdeaCategories) {
+    std::string name(ToString(c));
+    std::string head = name.substr(0, name.find('_'));
+    if (text.rfind(head, 0) == 0) {
+      *out = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+struct ParsedIdea {
+  std::optional<IdeaCategory> category;
+  std::string text;
+};
+
+// The idea list of a reply: the first ```json (or untagged) block holding a
+// list of {"category", "idea"} objects (or of strings, or {"ideas": [...]}),
+// else the whole reply as JSON. Errors: kInvalidArgument naming what is wrong.
+StatusOr<std::vector<ParsedIdea>> ParseIdeas(std::string_view reply) {
+  std::vector<std::string> texts;
+  for (const FencedBlock& b : ExtractFencedBlocks(reply)) {
+    if (b.language == "json" || b.language.empty()) texts.push_back(b.text);
+  }
+  if (texts.empty()) {
+    // Some models answer with bare JSON; anything else is prose.
+    size_t first = reply.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos || (reply[first] != '[' && reply[first] != '{')) {
+      return InvalidArgumentError("reply has no ```json block with the idea list");
+    }
+    texts.emplace_back(reply);
+  }
+  Status first_error;
+  for (const std::string& text : texts) {
+    auto doc = internal::JsonDocument::Parse(text, "idea list");
+    if (!doc.ok()) {
+      if (first_error.ok()) first_error = doc.status();
+      continue;
+    }
+    internal::JsonNode root = internal::JsonNode::Root(**doc);
+    if (root.IsObject()) {
+      auto ideas = root.Find("ideas");
+      if (!ideas.ok() || !*ideas) {
+        if (first_error.ok()) first_error = root.Error("expected a list of ideas");
+        continue;
+      }
+      root = **ideas;
+    }
+    auto items = root.Array();
+    if (!items.ok()) {
+      if (first_error.ok()) first_error = items.status();
+      continue;
+    }
+    std::vector<ParsedIdea> out;
+    for (const internal::JsonNode& item : *items) {
+      ParsedIdea idea;
+      if (item.IsString()) {
+        idea.text = *item.String();
+      } else if (item.IsObject()) {
+        for (const char* key : {"idea", "text", "description"}) {
+          auto field = item.Find(key);
+          if (field.ok() && *field && (*field)->IsString()) {
+            idea.text = *(*field)->String();
+            break;
+          }
+        }
+        auto category = item.Find("category");
+        IdeaCategory parsed;
+        if (category.ok() && *category && (*category)->IsString() &&
+            ParseCategoryLoosely(*(*category)->String(), &parsed)) {
+          idea.category = parsed;
+        }
+      }
+      while (!idea.text.empty() && std::isspace(static_cast<unsigned char>(idea.text.back()))) {
+        idea.text.pop_back();
+      }
+      if (!idea.text.empty()) out.push_back(std::move(idea));
+    }
+    if (!out.empty()) return out;
+    if (first_error.ok()) first_error = root.Error("the list holds no idea text");
+  }
+  if (first_error.ok()) {
+    return InvalidArgumentError("reply has no ```json block with the idea list");
+  }
+  return InvalidArgumentError("reply's idea list is unusable: " + first_error.message());
+}
+
+class LlmGeneratorBase {
+ protected:
+  LlmGeneratorBase(LlmClient& client, LlmGeneratorOptions options)
+      : client_(client), options_(std::move(options)) {}
+
+  std::string GeneratorName() const {
+    return "llm:" + (options_.model.empty() ? client_.provider() : options_.model);
+  }
+
+  // Values every template may use.
+  std::map<std::string, std::string> CommonValues(const Problem& problem,
+                                                  const HistoryEntry* parent) const {
+    std::map<std::string, std::string> v;
+    v["problem"] = internal::RenderProblem(problem);
+    v["problem_name"] = problem.name;
+    v["device"] = parent ? internal::RenderDevice(parent->evaluation.device) : "an NVIDIA GPU";
+    v["contract"] = options_.prompts.contract;
+    v["categories"] = options_.prompts.categories;
+    if (parent) {
+      v["parent_id"] = parent->candidate.id;
+      v["parent"] = internal::RenderEntry(*parent);
+    }
+    return v;
+  }
+
+  ChatRequest MakeRequest(const std::map<std::string, std::string>& values,
+                          const std::string& user_template, double temperature,
+                          std::string tag) const {
+    ChatRequest request;
+    request.model = options_.model;
+    request.system = internal::RenderTemplate(options_.prompts.system, values);
+    request.messages.push_back(
+        {ChatMessage::Role::kUser, internal::RenderTemplate(user_template, values)});
+    request.temperature = temperature;
+    request.max_tokens = options_.max_tokens;
+    request.timeout_seconds = options_.timeout_seconds;
+    request.tag = std::move(tag);
+    return request;
+  }
+
+  LlmClient& client_;
+  LlmGeneratorOptions options_;
+};
+
+class LlmIdeaGenerator final : public IdeaGenerator, private LlmGeneratorBase {
+ public:
+  LlmIdeaGenerator(LlmClient& client, LlmGeneratorOptions options)
+      : LlmGeneratorBase(client, std::move(options)) {}
+
+  std::string name() const override { return GeneratorName(); }
+
+  StatusOr<IdeaResult> Propose(const IdeaRequest& request) override {
+    if (!request.problem || !request.parent) {
+      return InvalidArgumentError("IdeaRequest needs a problem and a parent");
+    }
+    auto values = CommonValues(*request.problem, request.parent);
+    values["history"] = internal::RenderIdeaHistory(request.history, request.parent->candidate.id,
+                                                    options_.max_history_ideas);
+    values["count"] = std::to_string(request.count);
+    values["requested_categories"] = CategoryList(request.categories, request.count);
+    values["round"] = std::to_string(request.round);
+    std::vector<ChatRequest> requests;
+    requests.push_back(MakeRequest(values, options_.prompts.ideas, options_.idea_temperature,
+                                   "ideas " + request.label));
+    Usage usage;
+    KSEARCH_ASSIGN_OR_RETURN(auto replies,
+                             CompleteAll(client_, std::move(requests), request.cancel, &usage));
+    IdeaResult result;
+    result.input_tokens = usage.input_tokens;
+    result.output_tokens = usage.output_tokens;
+    result.cost_usd = usage.cost_usd;
+    StatusOr<ChatResponse>& reply = replies.front();
+    if (!reply.ok()) {
+      if (IsFatal(reply.status().code())) return reply.status();
+      result.notes = "idea request failed: " + reply.status().ToString();
+      return result;
+    }
+    auto parsed = ParseIdeas(reply->content);
+    if (!parsed.ok()) {
+      result.notes = parsed.status().message();
+      return result;
+    }
+    for (size_t j = 0; j < parsed->size() && static_cast<int>(j) < request.count; ++j) {
+      Idea idea;
+      const ParsedIdea& p = (*parsed)[j];
+      if (p.category) {
+        idea.category = *p.category;
+      } else if (!request.categories.empty()) {
+        idea.category = request.categories[j % request.categories.size()];
+      }
+      idea.text = p.text;
+      idea.generator = GeneratorName();
+      result.ideas.push_back(std::move(idea));
+    }
+    if (static_cast<int>(parsed->size()) < request.count) {
+      result.notes = "the model gave " + std::to_string(parsed->size()) + " of " +
+                     std::to_string(request.count) + " ideas";
+    }
+    return result;
+  }
+};
+
+class LlmBrancher final : public Brancher, private LlmGeneratorBase {
+ public:
+  LlmBrancher(LlmClient& client, LlmGeneratorOptions options)
+      : LlmGeneratorBase(client, std::move(options)) {}
+
+  std::string name() const override { return GeneratorName(); }
+
+  StatusOr<BranchResult> Branch(const BranchRequest& request) override {
+    if (!request.problem || !request.parent || !request.idea) {
+      return InvalidArgumentError("BranchRequest needs a problem, a parent and an idea");
+    }
+    auto values = CommonValues(*request.problem, request.parent);
+    values["history"] = internal::RenderIdeaHistory(request.history, request.parent->candidate.id,
+                                                    options_.max_history_ideas);
+    values["idea"] = request.idea->text;
+    values["idea_category"] = std::string(ToString(request.idea->category));
+    std::vector<ChatRequest> requests;
+    if (request.failed) {
+      values["failed_id"] = request.failed->candidate.id;
+      values["failed"] = internal::RenderKernel(request.failed->candidate);
+      values["failure"] = internal::RenderEvaluation(request.failed->evaluation);
+      requests.push_back(MakeRequest(values, options_.prompts.repair, options_.code_temperature,
+                                     "repair " + request.label));
+    } else {
+      values["branches"] = std::to_string(request.count);
+      for (int j = 0; j < request.count; ++j) {
+        values["branch"] = std::to_string(j + 1);
+        requests.push_back(MakeRequest(values, options_.prompts.branch, options_.code_temperature,
+                                       "branch " + request.label + ".b" + std::to_string(j)));
+      }
+    }
+    Usage usage;
+    KSEARCH_ASSIGN_OR_RETURN(auto replies,
+                             CompleteAll(client_, std::move(requests), request.cancel, &usage));
+    BranchResult result;
+    result.input_tokens = usage.input_tokens;
+    result.output_tokens = usage.output_tokens;
+    result.cost_usd = usage.cost_usd;
+    // Candidates keep their branch index (empty slots stay empty) so that the
+    // searcher's ids match the request's branch numbers.
+    for (size_t j = 0; j < replies.size(); ++j) {
+      auto note = [&](const std::string& why) {
+        if (!result.notes.empty()) result.notes += "; ";
+        result.notes +=
+            (request.failed ? std::string("repair") : "branch " + std::to_string(j)) + ": " + why;
+      };
+      StatusOr<ChatResponse>& reply = replies[j];
+      if (!reply.ok()) {
+        if (IsFatal(reply.status().code())) return reply.status();
+        note("request failed: " + reply.status().ToString());
+        result.candidates.emplace_back();
+        continue;
+      }
+      auto blocks = ExtractKernelBlocks(reply->content);
+      if (!blocks.ok()) {
+        note(blocks.status().message());
+        result.candidates.emplace_back();
+        continue;
+      }
+      auto plan = LaunchPlan::FromJson(blocks->launch_plan_json, "the reply's launch plan");
+      if (!plan.ok()) {
+        note(plan.status().message());
+        result.candidates.emplace_back();
+        continue;
+      }
+      Candidate c;
+      c.source = std::move(blocks->cuda_source);
+      c.plan = std::move(*plan);
+      c.compile_options = request.parent->candidate.compile_options;
+      result.candidates.push_back(std::move(c));
+    }
+    return result;
+  }
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<IdeaGenerator>> MakeLlmIdeaGenerator(LlmClient& client,
+                                                              const LlmGeneratorOptions& options) {
+  KSEARCH_RETURN_IF_ERROR(options.prompts.Validate());
+  return std::unique_ptr<IdeaGenerator>(std::make_unique<LlmIdeaGenerator>(client, options));
+}
+
+StatusOr<std::unique_ptr<Brancher>> MakeLlmBrancher(LlmClient& client,
+                                                    const LlmGeneratorOptions& options) {
+  KSEARCH_RETURN_IF_ERROR(options.prompts.Validate());
+  return std::unique_ptr<Brancher>(std::make_unique<LlmBrancher>(client, options));
+}
+
+}  // namespace ksearch

@@ -1,0 +1,257 @@
+#include "search/prompts.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "core/file_util.h"
+
+namespace ksearch {
+namespace {
+
+// The placeholders each template may use. contract and categories are
+// inserted verbatim into the others, so they may use none.
+const std::set<std::string>& Allowed(std::string_view which) {
+  static const std::map<std::string, std::set<std::string>, std::less<>> kAllowed = {
+      {"system", {"problem_name", "device", "contract", "categories"}},
+      {"ideas",
+       {"problem", "problem_name", "device", "contract", "categories", "parent_id", "parent",
+        "history", "count", "requested_categories", "round"}},
+      {"branch",
+       {"problem", "problem_name", "device", "contract", "categories", "parent_id", "parent",
+        "history", "idea", "idea_category", "branch", "branches"}},
+      {"repair",
+       {"problem", "problem_name", "device", "contract", "categories", "parent_id", "parent",
+        "history", "idea", "idea_category", "failed_id", "failed", "failure"}},
+      {"contract", {}},
+      {"categories", {}},
+  };
+  return kAllowed.find(which)->second;
+}
+
+Status CheckTemplate(std::string_view which, std::string_view text) {
+  const std::set<std::string>& allowed = Allowed(which);
+  size_t pos = 0;
+  while ((pos = text.find("{{", pos)) != std::string_view::npos) {
+    size_t end = text.find("}}", pos + 2);
+    if (end == std::string_view::npos) {
+      return InvalidArgumentError(std::string(which) + ".md: '{{' at offset " +
+                                  std::to_string(pos) + " is never closed with '}}'");
+    }
+    std::string name(text.substr(pos + 2, end - pos - 2));
+    if (!allowed.count(name)) {
+      std::string list;
+      for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      return InvalidArgumentError(
+          std::string(which) + ".md: unknown placeholder {{" + name +
+          "}}; this template may use: " + (list.empty() ? std::string("none") : list));
+    }
+    pos = end + 2;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+PromptTemplates PromptTemplates::Builtin() {
+  PromptTemplates t;
+  t.system = internal::kBuiltinPrompt_system;
+  t.ideas = internal::kBuiltinPrompt_ideas;
+  t.branch = internal::kBuiltinPrompt_branch;
+  t.repair = internal::kBuiltinPrompt_repair;
+  t.contract = internal::kBuiltinPrompt_contract;
+  t.categories = internal::kBuiltinPrompt_categories;
+  return t;
+}
+
+StatusOr<PromptTemplates> PromptTemplates::Load(const std::string& directory) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(directory, ec)) {
+    return NotFoundError("prompt folder " + directory + ": not a folder");
+  }
+  PromptTemplates t = Builtin();
+  std::pair<const char*, std::string*> files[] = {
+      {"system", &t.system}, {"ideas", &t.ideas},       {"branch", &t.branch},
+      {"repair", &t.repair}, {"contract", &t.contract}, {"categories", &t.categories}};
+  for (auto& [name, field] : files) {
+    std::string path = internal::JoinPath(directory, std::string(name) + ".md");
+    if (!std::filesystem::exists(path, ec)) continue;
+    KSEARCH_ASSIGN_OR_RETURN(*field, internal::ReadFile(path, 1u << 20));
+    if (Status s = CheckTemplate(name, *field); !s.ok()) return s.WithContext(directory);
+  }
+  return t;
+}
+
+Status PromptTemplates::Validate() const {
+  std::pair<const char*, const std::string*> all[] = {
+      {"system", &system}, {"ideas", &ideas},       {"branch", &branch},
+      {"repair", &repair}, {"contract", &contract}, {"categories", &categories}};
+  for (const auto& [name, text] : all) KSEARCH_RETURN_IF_ERROR(CheckTemplate(name, *text));
+  return Status::Ok();
+}
+
+namespace internal {
+
+std::string RenderTemplate(std::string_view text,
+                           const std::map<std::string, std::string>& values) {
+  std::string out;
+  out.reserve(text.size() * 2);
+  size_t pos = 0;
+  for (;;) {
+    size_t open = text.find("{{", pos);
+    size_t close = open == std::string_view::npos ? open : text.find("}}", open + 2);
+    if (close == std::string_view::npos) {
+      out.append(text.substr(pos));
+      return out;
+    }
+    out.append(text.substr(pos, open - pos));
+    auto it = values.find(std::string(text.substr(open + 2, close - open - 2)));
+    if (it != values.end()) out += it->second;
+    pos = close + 2;
+  }
+}
+
+std::string RenderProblem(const Problem& problem) {
+  std::string out =
+      problem.description.empty() ? "Problem " + problem.name + "." : problem.description;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  out += "\n\nIn short:\nDims:";
+  for (const auto& [name, value] : problem.dims) {
+    out += " " + name + " = " + std::to_string(value) + ";";
+  }
+  out.back() = '.';
+  out += "\nTensors:";
+  for (const TensorSpec& t : problem.tensors) {
+    std::string shape;
+    for (const std::string& s : t.shape) shape += (shape.empty() ? "" : ", ") + s;
+    out += "\n- " + t.name + ": " + std::string(ToString(t.role)) + ", " +
+           std::string(ToString(t.dtype)) + ", [" + shape + "], contiguous row-major";
+  }
+  if (!problem.torch_equivalent.empty()) {
+    out += "\nPyTorch equivalent: `" + problem.torch_equivalent + "`";
+  }
+  out += "\nTolerance: " + std::string(ToString(problem.tolerance.policy)) + ".";
+  return out;
+}
+
+std::string RenderKernel(const Candidate& candidate) {
+  std::string source = candidate.source;
+  if (!source.empty() && source.back() != '\n') source += '\n';
+  std::string out = "```cuda\n" + source + "```\n\nLaunch plan:\n\n```json\n" +
+                    candidate.plan.ToJson() + "\n```\n";
+  if (!candidate.compile_options.empty()) {
+    out += "\nCompile options:";
+    for (const std::string& o : candidate.compile_options) out += " " + o;
+    out += "\n";
+  }
+  return out;
+}
+
+std::string RenderEvaluation(const Evaluation& e) {
+  // Only what the kernel did: no overhead times, which differ from run to run
+  // and would make identical searches send different prompts (replay keys on
+  // the prompt's hash).
+  char text[320];
+  std::string out = "Evaluation: " + std::string(ToString(e.status));
+  if (!e.message.empty()) out += " (" + e.message + ")";
+  out += "\n";
+  if (e.timing) {
+    std::snprintf(text, sizeof(text), "- time: median %.4f ms (95%% CI %.4f-%.4f ms)\n",
+                  e.timing->median_ms, e.timing->ci_low_ms, e.timing->ci_high_ms);
+    out += text;
+  }
+  if (e.speedup) {
+    std::snprintf(text, sizeof(text), "- speedup: %.3fx vs %s (>1 is faster)\n", e.speedup->ratio,
+                  e.speedup->baseline.c_str());
+    out += text;
+  }
+  if (e.timing && e.floor_ms > 0) {
+    std::snprintf(text, sizeof(text),
+                  "- roofline: %.1f%% of the floor (%.4f ms from the op's bytes and flops)\n",
+                  100.0 * e.roofline_fraction, e.floor_ms);
+    out += text;
+  }
+  if (e.ok() && e.allowed_l2_rel_error > 0) {
+    std::snprintf(text, sizeof(text), "- accuracy: L2 relative error %.3g (allowed %.3g)\n",
+                  e.max_l2_rel_error, e.allowed_l2_rel_error);
+    out += text;
+  }
+  if (e.mismatch) {
+    const Mismatch& m = *e.mismatch;
+    std::snprintf(text, sizeof(text),
+                  "- mismatch: %s on '%s' inputs (%s): %lld of %lld elements wrong; worst at index "
+                  "%lld: expected %.9g, got %.9g; L2 relative error %.3g (allowed %.3g)\n",
+                  m.tensor.c_str(), m.input_set.c_str(), m.phase.c_str(),
+                  static_cast<long long>(m.bad_count), static_cast<long long>(m.elements),
+                  static_cast<long long>(m.worst_index), m.expected, m.got, m.l2_rel_error,
+                  m.allowed_l2_rel_error);
+    out += text;
+  }
+  for (const KernelResources& r : e.resources) {
+    std::snprintf(text, sizeof(text),
+                  "- kernel %s: %d registers/thread, %lld B static shared, %lld B dynamic shared, "
+                  "%lld B local",
+                  r.kernel.c_str(), r.registers, static_cast<long long>(r.static_shared_bytes),
+                  static_cast<long long>(std::max<int64_t>(r.max_dynamic_shared_bytes, 0)),
+                  static_cast<long long>(r.local_bytes));
+    out += text;
+    if (r.spill_store_bytes > 0 || r.spill_load_bytes > 0) {
+      std::snprintf(text, sizeof(text), " (spills: %lld B stored, %lld B loaded)",
+                    static_cast<long long>(r.spill_store_bytes),
+                    static_cast<long long>(r.spill_load_bytes));
+      out += text;
+    }
+    out += "\n";
+  }
+  for (const std::string& c : e.checks_not_run) out += "- not checked: " + c + "\n";
+  if (!e.ok() && !e.details.empty()) {
+    // Compile logs can be long; the first errors are what a fix needs.
+    constexpr size_t kMaxDetails = 4000;
+    std::string details = e.details.substr(0, kMaxDetails);
+    if (e.details.size() > kMaxDetails) details += "\n[… log cut]";
+    out += "Details:\n```\n" + details + (details.back() == '\n' ? "" : "\n") + "```\n";
+  }
+  return out;
+}
+
+std::string RenderEntry(const HistoryEntry& entry) {
+  return RenderKernel(entry.candidate) + "\n" + RenderEvaluation(entry.evaluation);
+}
+
+std::string RenderIdeaHistory(const SearchHistory* history, const std::string& parent_id,
+                              int max_ideas) {
+  if (!history || history->ideas.empty() || max_ideas <= 0) return "(none yet)";
+  std::vector<const Idea*> same, other;
+  for (auto it = history->ideas.rbegin(); it != history->ideas.rend(); ++it) {
+    (it->parent_id == parent_id ? same : other).push_back(&*it);
+  }
+  std::string out;
+  int shown = 0;
+  for (const auto* group : {&same, &other}) {
+    for (const Idea* idea : *group) {
+      if (shown++ >= max_ideas) break;
+      out += "- " + idea->id + " [" + std::string(ToString(idea->category)) + "] on " +
+             idea->parent_id + ": " + idea->text +
+             "\n  Outcome: " + (idea->outcome.empty() ? std::string("not judged") : idea->outcome) +
+             "\n";
+    }
+  }
+  int total = static_cast<int>(history->ideas.size());
+  if (total > max_ideas) {
+    out += "(" + std::to_string(total - max_ideas) + " older ideas not shown)\n";
+  }
+  return out;
+}
+
+std::string RenderDevice(const DeviceInfo& device) {
+  // A compile-only evaluator knows the target arch only.
+  bool named = !device.name.empty() && device.name.find("compile-only") == std::string::npos;
+  if (!named) return device.cc_major ? device.Arch() : std::string("an NVIDIA GPU");
+  return device.name + " (" + device.Arch() + ")";
+}
+
+}  // namespace internal
+}  // namespace ksearch

@@ -1,0 +1,48 @@
+// Rendering of the prompt templates: {{name}} substitution and the text
+// forms of a problem, a kernel, an evaluation and the idea history that the
+// templates receive.
+#ifndef KSEARCH_SEARCH_PROMPTS_H_
+#define KSEARCH_SEARCH_PROMPTS_H_
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "ksearch/evaluation.h"
+#include "ksearch/generator.h"
+#include "ksearch/problem.h"
+#include "ksearch/strategies.h"
+
+namespace ksearch::internal {
+
+// The built-in templates (generated from prompts/*.md at configure time).
+extern const char* const kBuiltinPrompt_system;
+extern const char* const kBuiltinPrompt_ideas;
+extern const char* const kBuiltinPrompt_branch;
+extern const char* const kBuiltinPrompt_repair;
+extern const char* const kBuiltinPrompt_contract;
+extern const char* const kBuiltinPrompt_categories;
+
+// Replaces every {{name}} by values[name]; a name without a value renders as
+// nothing (Validate has rejected names a template may not use).
+std::string RenderTemplate(std::string_view text, const std::map<std::string, std::string>& values);
+
+// The problem's text for a model, with its dims and tensors.
+std::string RenderProblem(const Problem& problem);
+// Source in a ```cuda block and plan in a ```json block.
+std::string RenderKernel(const Candidate& candidate);
+// Status, time, speedup, roofline fraction, resources, checks not run; for a
+// failure also the message, the compile log (cut) or the mismatch report.
+std::string RenderEvaluation(const Evaluation& evaluation);
+// RenderKernel + RenderEvaluation.
+std::string RenderEntry(const HistoryEntry& entry);
+// The ideas of `history` with their outcomes, at most `max_ideas`: those on
+// `parent_id` first, each group most recent first. "(none yet)" when empty.
+std::string RenderIdeaHistory(const SearchHistory* history, const std::string& parent_id,
+                              int max_ideas);
+// "NVIDIA H200 (sm_90)", or the arch alone when compile-only.
+std::string RenderDevice(const DeviceInfo& device);
+
+}  // namespace ksearch::internal
+
+#endif  // KSEARCH_SEARCH_PROMPTS_H_

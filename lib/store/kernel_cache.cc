@@ -1,0 +1,307 @@
+// KernelCache: the kernel_cache table of a ksearch database (schema.cc).
+#include "ksearch/kernel_cache.h"
+
+#include "core/hash.h"
+#include "core/plan_resolve.h"
+#include "cuda/compiler.h"
+#include "cuda/driver.h"
+#include "store/records.h"
+#include "store/store_impl.h"
+
+namespace ksearch {
+namespace {
+
+using internal::Database;
+using internal::Statement;
+
+constexpr const char kColumns[] =
+    "problem_fingerprint, device_name, cc_major, cc_minor, driver_version, nvrtc_version, "
+    "problem_name, arch, source, plan_json, compile_options_json, cubin, cubin_sha256, "
+    "evaluation_json, run_id, candidate_id, created_unix_ms";
+
+KernelCacheKey ReadKey(const Statement& s) {
+  KernelCacheKey key;
+  key.problem_fingerprint = s.Text(0);
+  key.device_name = s.Text(1);
+  key.cc_major = static_cast<int>(s.Int(2));
+  key.cc_minor = static_cast<int>(s.Int(3));
+  key.driver_version = static_cast<int>(s.Int(4));
+  key.nvrtc_version = s.Text(5);
+  return key;
+}
+
+StatusOr<CachedKernel> ReadEntry(const Database& db, const Statement& s) {
+  CachedKernel k;
+  k.key = ReadKey(s);
+  const std::string where = db.path() + ": cached kernel " + k.key.ToString();
+  k.problem_name = s.Text(6);
+  k.arch = s.Text(7);
+  k.source = s.Text(8);
+  auto plan = LaunchPlan::FromJson(s.Text(9), "plan");
+  if (!plan.ok()) return DataLossError(where + ": " + plan.status().message());
+  k.plan = std::move(*plan);
+  auto options = internal::StringListFromJson(s.Text(10), "compile_options");
+  if (!options.ok()) return DataLossError(where + ": " + options.status().message());
+  k.compile_options = std::move(*options);
+  k.cubin = s.Blob(11);
+  if (internal::Sha256Hex(k.cubin) != s.Text(12)) {
+    return DataLossError(where + ": the stored cubin does not match its checksum; remove the "
+                                 "entry and tune again");
+  }
+  auto evaluation = internal::EvaluationFromJson(s.Text(13), "evaluation");
+  if (!evaluation.ok()) return DataLossError(where + ": " + evaluation.status().message());
+  k.evaluation = std::move(*evaluation);
+  k.run_id = s.Int(14);
+  k.candidate_id = s.Text(15);
+  k.created_unix_ms = s.Int(16);
+  return k;
+}
+
+// What differs between a wanted key and a stored one, for people.
+std::string Differences(const KernelCacheKey& want, const KernelCacheKey& have) {
+  std::string out;
+  auto add = [&](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
+  if (want.device_name != have.device_name || want.cc_major != have.cc_major ||
+      want.cc_minor != have.cc_minor) {
+    add("device " + have.device_name + " " + have.Arch() + " (here: " + want.device_name + " " +
+        want.Arch() + ")");
+  }
+  if (want.driver_version != have.driver_version) {
+    add("driver " + std::to_string(have.driver_version) + " (here: " +
+        std::to_string(want.driver_version) + ")");
+  }
+  if (want.nvrtc_version != have.nvrtc_version) {
+    add("NVRTC " + have.nvrtc_version + " (here: " + want.nvrtc_version + ")");
+  }
+  return out;
+}
+
+}  // namespace
+
+KernelCacheKey KernelCacheKey::For(const Problem& problem, const DeviceInfo& device) {
+  KernelCacheKey key;
+  key.problem_fingerprint = problem.Fingerprint();
+  key.device_name = device.name;
+  key.cc_major = device.cc_major;
+  key.cc_minor = device.cc_minor;
+  key.driver_version = device.driver_version;
+  key.nvrtc_version =
+      device.nvrtc_version.empty() ? internal::Compiler::NvrtcVersion() : device.nvrtc_version;
+  return key;
+}
+
+StatusOr<KernelCacheKey> KernelCacheKey::ForDevice(const Problem& problem, int device_ordinal) {
+  KSEARCH_ASSIGN_OR_RETURN(const internal::DriverApi* api, internal::Driver());
+  int count = 0;
+  KSEARCH_CU(api->cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (device_ordinal < 0 || device_ordinal >= count) {
+    return FailedPreconditionError("no GPU with ordinal " + std::to_string(device_ordinal) + " (" +
+                                   std::to_string(count) + " visible)");
+  }
+  CUdevice device = 0;
+  KSEARCH_CU(api->cuDeviceGet(&device, device_ordinal), "cuDeviceGet");
+  DeviceInfo info;
+  char name[256] = {};
+  KSEARCH_CU(api->cuDeviceGetName(name, sizeof(name), device), "cuDeviceGetName");
+  info.name = name;
+  KSEARCH_CU(api->cuDeviceGetAttribute(&info.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+             "cuDeviceGetAttribute");
+  KSEARCH_CU(api->cuDeviceGetAttribute(&info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+             "cuDeviceGetAttribute");
+  KSEARCH_CU(api->cuDriverGetVersion(&info.driver_version), "cuDriverGetVersion");
+  info.nvrtc_version = internal::Compiler::NvrtcVersion();
+  return For(problem, info);
+}
+
+std::string KernelCacheKey::Arch() const {
+  return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+}
+
+std::string KernelCacheKey::ToString() const {
+  return problem_fingerprint.substr(0, 12) + " on " + device_name + " " + Arch() + ", driver " +
+         std::to_string(driver_version) + ", NVRTC " + nvrtc_version;
+}
+
+double CachedKernel::median_ms() const { return evaluation.timing ? evaluation.timing->median_ms : 0.0; }
+double CachedKernel::speedup() const { return evaluation.speedup ? evaluation.speedup->ratio : 0.0; }
+
+StatusOr<std::unique_ptr<KernelCache>> KernelCache::Open(const std::string& path) {
+  return Open(path, Store::Options(), Options());
+}
+
+StatusOr<std::unique_ptr<KernelCache>> KernelCache::Open(const std::string& path,
+                                                         const Store::Options& store_options,
+                                                         const Options& options) {
+  KSEARCH_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(path, store_options));
+  auto cache = std::make_unique<KernelCache>(*store, options);
+  cache->owned_ = std::move(store);
+  return cache;
+}
+
+KernelCache::KernelCache(Store& store) : KernelCache(store, Options()) {}
+KernelCache::KernelCache(Store& store, Options options) : store_(store), options_(std::move(options)) {}
+KernelCache::~KernelCache() = default;
+
+StatusOr<CachedKernel> KernelCache::Lookup(const KernelCacheKey& key) {
+  std::optional<CachedKernel> found;
+  std::vector<KernelCacheKey> near;
+  Status status = store_.impl()->Read([&](Database& db) -> Status {
+    KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
+        std::string("SELECT ") + kColumns +
+        " FROM kernel_cache WHERE problem_fingerprint = ?1 AND device_name = ?2 AND cc_major = ?3 "
+        "AND cc_minor = ?4 AND driver_version = ?5 AND nvrtc_version = ?6"));
+    s.Bind(1, key.problem_fingerprint).Bind(2, key.device_name).Bind(3, key.cc_major);
+    s.Bind(4, key.cc_minor).Bind(5, key.driver_version).Bind(6, key.nvrtc_version);
+    KSEARCH_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (row) {
+      KSEARCH_ASSIGN_OR_RETURN(CachedKernel k, ReadEntry(db, s));
+      found = std::move(k);
+      return Status::Ok();
+    }
+    KSEARCH_ASSIGN_OR_RETURN(Statement others, db.Prepare(
+        std::string("SELECT ") + kColumns +
+        " FROM kernel_cache WHERE problem_fingerprint = ?1 ORDER BY created_unix_ms DESC LIMIT 3"));
+    others.Bind(1, key.problem_fingerprint);
+    while (true) {
+      KSEARCH_ASSIGN_OR_RETURN(bool more, others.Step());
+      if (!more) break;
+      near.push_back(ReadKey(others));
+    }
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  if (found) return std::move(*found);
+  std::string message = "no cached kernel for " + key.ToString() + " in " + store_.path();
+  for (const KernelCacheKey& other : near) {
+    message += "; an entry for another " + Differences(key, other) + " is not used";
+  }
+  return NotFoundError(message);
+}
+
+StatusOr<bool> KernelCache::Put(const CachedKernel& kernel, bool replace) {
+  if (kernel.cubin.empty()) return InvalidArgumentError("KernelCache::Put: the entry has no cubin");
+  if (kernel.key.problem_fingerprint.empty() || kernel.key.device_name.empty()) {
+    return InvalidArgumentError("KernelCache::Put: the entry's key has no problem or device");
+  }
+  const std::string evaluation = kernel.evaluation.ToJson();
+  const std::string plan = kernel.plan.ToJson();
+  const std::string options = internal::StringListToJson(kernel.compile_options);
+  const std::string checksum = internal::Sha256Hex(kernel.cubin);
+  bool stored = false;
+  Status status = store_.impl()->Write([&](Database& db) -> Status {
+    const KernelCacheKey& key = kernel.key;
+    if (!replace) {
+      KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
+          "SELECT median_ms FROM kernel_cache WHERE problem_fingerprint = ?1 AND device_name = ?2 "
+          "AND cc_major = ?3 AND cc_minor = ?4 AND driver_version = ?5 AND nvrtc_version = ?6"));
+      s.Bind(1, key.problem_fingerprint).Bind(2, key.device_name).Bind(3, key.cc_major);
+      s.Bind(4, key.cc_minor).Bind(5, key.driver_version).Bind(6, key.nvrtc_version);
+      KSEARCH_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (row) {
+        std::optional<double> existing = s.OptionalDouble(0);
+        double mine = kernel.median_ms();
+        bool better = mine > 0 && (!existing || *existing <= 0 || mine < *existing);
+        if (!better) return Status::Ok();
+      }
+    }
+    KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
+        "INSERT OR REPLACE INTO kernel_cache (problem_fingerprint, device_name, cc_major, cc_minor, "
+        "driver_version, nvrtc_version, problem_name, arch, source, plan_json, compile_options_json, "
+        "cubin, cubin_sha256, median_ms, speedup, evaluation_json, run_id, candidate_id, "
+        "created_unix_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+        "?15, ?16, ?17, ?18, ?19)"));
+    s.Bind(1, key.problem_fingerprint).Bind(2, key.device_name).Bind(3, key.cc_major);
+    s.Bind(4, key.cc_minor).Bind(5, key.driver_version).Bind(6, key.nvrtc_version);
+    s.Bind(7, kernel.problem_name).Bind(8, kernel.arch.empty() ? key.Arch() : kernel.arch);
+    s.Bind(9, kernel.source).Bind(10, plan).Bind(11, options).BindBlob(12, kernel.cubin);
+    s.Bind(13, checksum);
+    s.Bind(14, kernel.median_ms() > 0 ? std::optional<double>(kernel.median_ms()) : std::nullopt);
+    s.Bind(15, kernel.speedup() > 0 ? std::optional<double>(kernel.speedup()) : std::nullopt);
+    s.Bind(16, evaluation).Bind(17, kernel.run_id).Bind(18, kernel.candidate_id);
+    s.Bind(19, kernel.created_unix_ms > 0 ? kernel.created_unix_ms : internal::NowUnixMs());
+    KSEARCH_RETURN_IF_ERROR(s.Run());
+    stored = true;
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return stored;
+}
+
+StatusOr<std::vector<CachedKernel>> KernelCache::List(std::string_view problem_fingerprint) {
+  std::vector<CachedKernel> out;
+  Status status = store_.impl()->Read([&](Database& db) -> Status {
+    std::string sql = std::string("SELECT ") + kColumns + " FROM kernel_cache";
+    if (!problem_fingerprint.empty()) sql += " WHERE problem_fingerprint = ?1";
+    sql += " ORDER BY created_unix_ms DESC";
+    KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(sql));
+    if (!problem_fingerprint.empty()) s.Bind(1, problem_fingerprint);
+    while (true) {
+      KSEARCH_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      KSEARCH_ASSIGN_OR_RETURN(CachedKernel k, ReadEntry(db, s));
+      out.push_back(std::move(k));
+    }
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return out;
+}
+
+Status KernelCache::Remove(const KernelCacheKey& key) {
+  return store_.impl()->Write([&](Database& db) -> Status {
+    KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
+        "DELETE FROM kernel_cache WHERE problem_fingerprint = ?1 AND device_name = ?2 AND "
+        "cc_major = ?3 AND cc_minor = ?4 AND driver_version = ?5 AND nvrtc_version = ?6"));
+    s.Bind(1, key.problem_fingerprint).Bind(2, key.device_name).Bind(3, key.cc_major);
+    s.Bind(4, key.cc_minor).Bind(5, key.driver_version).Bind(6, key.nvrtc_version);
+    return s.Run();
+  });
+}
+
+StatusOr<CachedKernel> KernelCache::Build(const Problem& problem, const DeviceInfo& device,
+                                          const HistoryEntry& judged) const {
+  const Candidate& candidate = judged.candidate;
+  if (!judged.evaluation.ok()) {
+    return InvalidArgumentError("candidate " + candidate.id + " was judged " +
+                                std::string(ToString(judged.evaluation.status)) +
+                                "; only a correct kernel goes into the cache");
+  }
+  if (device.cc_major <= 0) {
+    return FailedPreconditionError("KernelCache::Build: the device has no compute capability");
+  }
+  internal::CompilerOptions compiler_options;
+  compiler_options.cache_dir = internal::CompileCacheDirectory(options_.compile_cache_dir);
+  if (!compiler_options.cache_dir.empty()) compiler_options.cache_dir += "/cubin";
+  compiler_options.timeout_seconds = options_.compile_timeout_seconds;
+  internal::Compiler compiler(compiler_options);
+  std::vector<std::string> flags = candidate.compile_options;
+  for (std::string& d : internal::ParamDefines(candidate.plan)) flags.push_back(std::move(d));
+  internal::CompileRequest request{candidate.source, flags, device.Arch(),
+                                   (candidate.id.empty() ? std::string("kernel") : candidate.id) + ".cu"};
+  KSEARCH_ASSIGN_OR_RETURN(internal::CompileResult compiled, compiler.Compile(request));
+  if (!compiled.ok) {
+    return InvalidArgumentError("candidate " + candidate.id + " does not compile for " +
+                                device.Arch() + ":\n" + compiled.log);
+  }
+  CachedKernel k;
+  k.key = KernelCacheKey::For(problem, device);
+  k.problem_name = problem.name;
+  k.source = candidate.source;
+  k.plan = candidate.plan;
+  k.compile_options = candidate.compile_options;
+  k.arch = device.Arch();
+  k.cubin = std::move(compiled.cubin);
+  k.evaluation = judged.evaluation;
+  k.candidate_id = candidate.id;
+  k.created_unix_ms = internal::NowUnixMs();
+  return k;
+}
+
+StatusOr<bool> KernelCache::PutBest(const Problem& problem, const DeviceInfo& device,
+                                    const HistoryEntry& best, int64_t run_id) {
+  KSEARCH_ASSIGN_OR_RETURN(CachedKernel kernel, Build(problem, device, best));
+  kernel.run_id = run_id;
+  return Put(kernel);
+}
+
+}  // namespace ksearch

@@ -1,0 +1,288 @@
+// KernelRunner: a cached kernel launched on the caller's stream.
+#include "ksearch/kernel_runner.h"
+
+#include <cstring>
+#include <list>
+#include <map>
+#include <mutex>
+
+#include "core/plan_resolve.h"
+#include "cuda/driver.h"
+#include "cuda/objects.h"
+
+namespace ksearch {
+namespace internal {
+namespace {
+
+constexpr int64_t kWorkspaceAlignment = 256;
+constexpr int64_t kDefaultSharedLimit = 48 * 1024;
+
+int64_t AlignUp(int64_t bytes) {
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+}
+
+}  // namespace
+
+class KernelRunnerImpl {
+ public:
+  struct Shape {
+    ResolvedPlan plan;
+    std::vector<int64_t> workspace_offsets;
+    int64_t workspace_bytes = 0;
+  };
+  struct Function {
+    CUfunction handle = nullptr;
+    int max_threads_per_block = 0;
+    int64_t static_shared_bytes = 0;
+    int64_t dynamic_shared_raised_to = kDefaultSharedLimit;
+  };
+
+  ~KernelRunnerImpl() {
+    // Module unload and cuMemFree act on the current context.
+    if (ctx) ctx->MakeCurrent().IgnoreError();
+  }
+
+  Status Initialize();
+  StatusOr<std::shared_ptr<const Shape>> Resolve(std::span<const DimValue> dims);
+  Status Launch(void* stream, std::span<const TensorPointer> tensors, std::span<const DimValue> dims,
+                void* workspace, int64_t workspace_bytes);
+
+  CachedKernel kernel;
+  Problem problem;
+  KernelRunner::Options options;
+  std::unique_ptr<CudaContext> ctx;  // destroyed last: owns the primary-context reference
+  Module module;
+  std::vector<Function> functions;   // one per launch of the plan
+  int64_t optin_shared_bytes = 0;
+
+  std::mutex mutex;  // guards the members below
+  std::list<std::pair<std::vector<int64_t>, std::shared_ptr<const Shape>>> shapes;  // most recent first
+  DeviceBuffer own_workspace;
+};
+
+Status KernelRunnerImpl::Initialize() {
+  KSEARCH_ASSIGN_OR_RETURN(ctx, CudaContext::Create(options.device_ordinal));
+  const DeviceInfo& device = ctx->info();
+  if (options.require_matching_key) {
+    const KernelCacheKey here = KernelCacheKey::For(problem, device);
+    const KernelCacheKey& have = kernel.key;
+    if (here.problem_fingerprint != have.problem_fingerprint) {
+      return FailedPreconditionError(
+          "the cached kernel was tuned for problem fingerprint " + have.problem_fingerprint.substr(0, 12) +
+          "…, but '" + problem.name + "' is " + here.problem_fingerprint.substr(0, 12) +
+          "… (other dims, tensors or tolerance): tune this problem");
+    }
+    if (here != have) {
+      return FailedPreconditionError("the cached kernel is for " + have.ToString() + ", but this is " +
+                                     here.ToString() + ": tune again on this machine");
+    }
+  }
+  KSEARCH_ASSIGN_OR_RETURN(ResolvedPlan plan, ResolvePlan(problem, kernel.plan));
+  KSEARCH_ASSIGN_OR_RETURN(module, Module::Load(ctx->api(), kernel.cubin));
+  optin_shared_bytes = ctx->Attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  const DriverApi& api = ctx->api();
+  for (size_t l = 0; l < plan.launches.size(); ++l) {
+    const ResolvedLaunch& launch = plan.launches[l];
+    const std::string where = "launches[" + std::to_string(l) + "] (" + launch.kernel + ")";
+    auto handle = module.Function(launch.kernel);
+    if (!handle.ok()) return InvalidArgumentError(where + ": " + handle.status().message());
+    Function f;
+    f.handle = *handle;
+    std::vector<size_t> sizes;
+    for (size_t index = 0;; ++index) {
+      size_t offset = 0, size = 0;
+      if (api.cuFuncGetParamInfo(f.handle, index, &offset, &size) != CUDA_SUCCESS) break;
+      sizes.push_back(size);
+    }
+    if (sizes.size() != launch.args.size()) {
+      return InvalidArgumentError(where + ": the plan passes " + std::to_string(launch.args.size()) +
+                                  " arguments but the kernel takes " + std::to_string(sizes.size()));
+    }
+    for (size_t a = 0; a < sizes.size(); ++a) {
+      if (static_cast<int64_t>(sizes[a]) != launch.args[a].Size()) {
+        return InvalidArgumentError(where + ": argument " + std::to_string(a) + " is " +
+                                    std::to_string(sizes[a]) + " bytes in the kernel but the plan passes " +
+                                    std::to_string(launch.args[a].Size()));
+      }
+    }
+    int value = 0;
+    api.cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f.handle);
+    f.max_threads_per_block = value;
+    api.cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f.handle);
+    f.static_shared_bytes = value;
+    functions.push_back(f);
+  }
+  // Validates the tuned shape against the kernels' limits now, not at the
+  // first launch.
+  KSEARCH_ASSIGN_OR_RETURN(auto shape, Resolve({}));
+  (void)shape;
+  return Status::Ok();
+}
+
+StatusOr<std::shared_ptr<const KernelRunnerImpl::Shape>> KernelRunnerImpl::Resolve(
+    std::span<const DimValue> dims) {
+  std::vector<int64_t> values;
+  for (const auto& [name, value] : problem.dims) values.push_back(value);
+  std::vector<std::pair<std::string, int64_t>> overrides;
+  for (const DimValue& d : dims) {
+    size_t i = 0;
+    while (i < problem.dims.size() && problem.dims[i].first != d.name) ++i;
+    if (i == problem.dims.size()) {
+      return InvalidArgumentError("KernelRunner: '" + std::string(d.name) + "' is not a dim of problem '" +
+                                  problem.name + "'");
+    }
+    values[i] = d.value;
+    overrides.emplace_back(std::string(d.name), d.value);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = shapes.begin(); it != shapes.end(); ++it) {
+      if (it->first == values) {
+        shapes.splice(shapes.begin(), shapes, it);
+        return shapes.front().second;
+      }
+    }
+  }
+  auto shape = std::make_shared<Shape>();
+  if (overrides.empty()) {
+    KSEARCH_ASSIGN_OR_RETURN(shape->plan, ResolvePlan(problem, kernel.plan));
+  } else {
+    KSEARCH_ASSIGN_OR_RETURN(Problem resized, problem.WithDims(overrides));
+    KSEARCH_ASSIGN_OR_RETURN(shape->plan, ResolvePlan(resized, kernel.plan));
+  }
+  for (size_t w = 0; w < kernel.plan.workspace.size(); ++w) {
+    shape->workspace_offsets.push_back(shape->workspace_bytes);
+    shape->workspace_bytes += AlignUp(shape->plan.workspace_elements[w] * SizeOf(kernel.plan.workspace[w].dtype));
+  }
+  for (size_t l = 0; l < shape->plan.launches.size(); ++l) {
+    const ResolvedLaunch& launch = shape->plan.launches[l];
+    const Function& f = functions[l];
+    const std::string where = "launches[" + std::to_string(l) + "] (" + launch.kernel + ")";
+    if (launch.Threads() > f.max_threads_per_block) {
+      return InvalidArgumentError(where + ": " + std::to_string(launch.Threads()) +
+                                  " threads per block; the kernel allows at most " +
+                                  std::to_string(f.max_threads_per_block));
+    }
+    if (f.static_shared_bytes + launch.shared_bytes > optin_shared_bytes) {
+      return InvalidArgumentError(where + ": " + std::to_string(f.static_shared_bytes) + " B static + " +
+                                  std::to_string(launch.shared_bytes) +
+                                  " B dynamic shared memory exceeds the device limit of " +
+                                  std::to_string(optin_shared_bytes) + " B per block");
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  shapes.emplace_front(values, shape);
+  while (static_cast<int>(shapes.size()) > std::max(1, options.max_cached_shapes)) shapes.pop_back();
+  return std::shared_ptr<const Shape>(shape);
+}
+
+Status KernelRunnerImpl::Launch(void* stream, std::span<const TensorPointer> tensors,
+                                std::span<const DimValue> dims, void* workspace, int64_t workspace_bytes) {
+  std::vector<CUdeviceptr> pointers(problem.tensors.size(), 0);
+  std::vector<bool> given(problem.tensors.size(), false);
+  for (const TensorPointer& t : tensors) {
+    size_t i = 0;
+    while (i < problem.tensors.size() && problem.tensors[i].name != t.name) ++i;
+    if (i == problem.tensors.size()) {
+      return InvalidArgumentError("KernelRunner: '" + std::string(t.name) +
+                                  "' is not a tensor of problem '" + problem.name + "'");
+    }
+    pointers[i] = reinterpret_cast<CUdeviceptr>(t.device_ptr);
+    given[i] = true;
+  }
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (!given[i]) {
+      return InvalidArgumentError("KernelRunner: no device pointer for tensor '" + problem.tensors[i].name + "'");
+    }
+  }
+  KSEARCH_ASSIGN_OR_RETURN(std::shared_ptr<const Shape> shape, Resolve(dims));
+  const DriverApi& api = ctx->api();
+  KSEARCH_RETURN_IF_ERROR(ctx->MakeCurrent());
+  CUdeviceptr workspace_base = reinterpret_cast<CUdeviceptr>(workspace);
+  if (shape->workspace_bytes > 0) {
+    if (workspace) {
+      if (workspace_bytes > 0 && workspace_bytes < shape->workspace_bytes) {
+        return InvalidArgumentError("KernelRunner: the workspace holds " + std::to_string(workspace_bytes) +
+                                    " bytes; this launch needs " + std::to_string(shape->workspace_bytes));
+      }
+    } else {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (own_workspace.bytes() < shape->workspace_bytes) {
+        own_workspace = DeviceBuffer();
+        KSEARCH_ASSIGN_OR_RETURN(own_workspace, DeviceBuffer::Allocate(api, shape->workspace_bytes));
+      }
+      workspace_base = own_workspace.ptr();
+    }
+  }
+  for (size_t l = 0; l < shape->plan.launches.size(); ++l) {
+    const ResolvedLaunch& launch = shape->plan.launches[l];
+    Function& f = functions[l];
+    if (launch.shared_bytes > kDefaultSharedLimit) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (launch.shared_bytes > f.dynamic_shared_raised_to) {
+        KSEARCH_CU(api.cuFuncSetAttribute(f.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                          static_cast<int>(launch.shared_bytes)),
+                   "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+        f.dynamic_shared_raised_to = launch.shared_bytes;
+      }
+    }
+    std::vector<uint64_t> storage(launch.args.size());
+    std::vector<void*> args(launch.args.size());
+    for (size_t a = 0; a < launch.args.size(); ++a) {
+      const ResolvedArg& arg = launch.args[a];
+      uint64_t& slot = storage[a];
+      switch (arg.kind) {
+        case ResolvedArg::Kind::kTensor: slot = pointers[static_cast<size_t>(arg.index)]; break;
+        case ResolvedArg::Kind::kWorkspace:
+          slot = workspace_base + static_cast<uint64_t>(shape->workspace_offsets[static_cast<size_t>(arg.index)]);
+          break;
+        case ResolvedArg::Kind::kI32: {
+          int32_t v = static_cast<int32_t>(arg.int_value);
+          std::memcpy(&slot, &v, 4);
+          break;
+        }
+        case ResolvedArg::Kind::kI64: std::memcpy(&slot, &arg.int_value, 8); break;
+        case ResolvedArg::Kind::kF32: std::memcpy(&slot, &arg.float_value, 4); break;
+      }
+      args[a] = &slot;
+    }
+    KSEARCH_CU(api.cuLaunchKernel(f.handle, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],
+                                  launch.block[1], launch.block[2], static_cast<unsigned>(launch.shared_bytes),
+                                  static_cast<CUstream>(stream), args.data(), nullptr),
+               ("cuLaunchKernel(" + launch.kernel + ")").c_str());
+  }
+  return Status::Ok();
+}
+
+}  // namespace internal
+
+KernelRunner::KernelRunner(std::unique_ptr<internal::KernelRunnerImpl> impl) : impl_(std::move(impl)) {}
+KernelRunner::~KernelRunner() = default;
+
+StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Load(const CachedKernel& kernel, const Problem& problem) {
+  return Load(kernel, problem, Options());
+}
+
+StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Load(const CachedKernel& kernel, const Problem& problem,
+                                                           const Options& options) {
+  auto impl = std::make_unique<internal::KernelRunnerImpl>();
+  impl->kernel = kernel;
+  impl->problem = problem;
+  impl->options = options;
+  KSEARCH_RETURN_IF_ERROR(impl->Initialize());
+  return std::unique_ptr<KernelRunner>(new KernelRunner(std::move(impl)));
+}
+
+StatusOr<int64_t> KernelRunner::WorkspaceBytes(std::span<const DimValue> dims) const {
+  KSEARCH_ASSIGN_OR_RETURN(auto shape, impl_->Resolve(dims));
+  return shape->workspace_bytes;
+}
+
+Status KernelRunner::Launch(void* stream, std::span<const TensorPointer> tensors, std::span<const DimValue> dims,
+                            void* workspace, int64_t workspace_bytes) {
+  return impl_->Launch(stream, tensors, dims, workspace, workspace_bytes);
+}
+
+const CachedKernel& KernelRunner::kernel() const { return impl_->kernel; }
+
+}  // namespace ksearch

@@ -1,0 +1,374 @@
+// RunReportHtml: one self-contained page about a run. Everything is inline
+// (styles, the SVG chart, a few lines of script that only annotate the page
+// once it is laid out); nothing is fetched, so the file can be mailed or
+// opened offline.
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "ksearch/store.h"
+
+namespace ksearch {
+namespace {
+
+std::string Escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string Format(const char* format, double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), format, value);
+  return text;
+}
+
+std::string Time(int64_t unix_ms) {
+  if (unix_ms <= 0) return "—";
+  std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return text;
+}
+
+std::string StatusClass(const Evaluation& e) { return e.ok() ? "ok" : "fail"; }
+
+// A one-line description of a judged candidate.
+std::string Outcome(const Evaluation& e) {
+  std::string out = std::string(ToString(e.status));
+  if (e.timing) out += " · " + Format("%.4f", e.timing->median_ms) + " ms";
+  if (e.speedup) out += " · " + Format("%.3f", e.speedup->ratio) + "× vs " + e.speedup->baseline;
+  if (!e.ok() && !e.message.empty()) {
+    std::string message = e.message.size() > 160 ? e.message.substr(0, 157) + "…" : e.message;
+    out += " — " + message;
+  }
+  return out;
+}
+
+struct Point {
+  int round = 0;
+  double value = 0.0;
+};
+
+// Inline SVG: the best speedup found in each round (dots) and the best so far
+// (line), against the baseline at 1×.
+std::string Chart(const RunHistory& h) {
+  std::map<int, double> round_best;
+  int last_round = 0;
+  for (const RoundRecord& r : h.rounds) last_round = std::max(last_round, r.round);
+  for (const HistoryEntry& e : h.entries) {
+    last_round = std::max(last_round, e.candidate.provenance.round);
+    if (!e.evaluation.ok() || !e.evaluation.speedup) continue;
+    double& best = round_best[e.candidate.provenance.round];
+    best = std::max(best, e.evaluation.speedup->ratio);
+  }
+  std::vector<Point> dots, line;
+  double so_far = 0.0, top = 1.0;
+  for (int r = 0; r <= last_round; ++r) {
+    auto it = round_best.find(r);
+    if (it != round_best.end()) {
+      dots.push_back({r, it->second});
+      so_far = std::max(so_far, it->second);
+    }
+    if (so_far > 0) line.push_back({r, so_far});
+    top = std::max(top, so_far);
+  }
+  top *= 1.15;
+  const double width = 640, height = 280, left = 56, right = 16, above = 16, below = 40;
+  const double plot_w = width - left - right, plot_h = height - above - below;
+  auto x = [&](int round) {
+    return left + (last_round > 0 ? plot_w * round / last_round : plot_w / 2);
+  };
+  auto y = [&](double value) { return above + plot_h * (1.0 - value / top); };
+  std::string svg = "<svg id=\"speedup-chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" "
+                    "height=\"280\" viewBox=\"0 0 640 280\" role=\"img\" aria-label=\"speedup of the best "
+                    "kernel per round\">\n";
+  svg += "<rect x=\"" + Format("%.1f", left) + "\" y=\"" + Format("%.1f", above) + "\" width=\"" +
+         Format("%.1f", plot_w) + "\" height=\"" + Format("%.1f", plot_h) + "\" class=\"plot\"/>\n";
+  for (int i = 0; i <= 4; ++i) {
+    double value = top * i / 4;
+    svg += "<line class=\"grid\" x1=\"" + Format("%.1f", left) + "\" x2=\"" + Format("%.1f", left + plot_w) +
+           "\" y1=\"" + Format("%.1f", y(value)) + "\" y2=\"" + Format("%.1f", y(value)) + "\"/>";
+    svg += "<text class=\"tick\" x=\"" + Format("%.1f", left - 6) + "\" y=\"" + Format("%.1f", y(value) + 4) +
+           "\" text-anchor=\"end\">" + Format("%.2f", value) + "×</text>\n";
+  }
+  int step = std::max(1, (last_round + 1) / 10);
+  for (int r = 0; r <= last_round; r += step) {
+    svg += "<text class=\"tick\" x=\"" + Format("%.1f", x(r)) + "\" y=\"" + Format("%.1f", above + plot_h + 16) +
+           "\" text-anchor=\"middle\">" + std::to_string(r) + "</text>";
+  }
+  svg += "\n<text class=\"axis\" x=\"" + Format("%.1f", left + plot_w / 2) + "\" y=\"" +
+         Format("%.1f", height - 6) + "\" text-anchor=\"middle\">round</text>\n";
+  svg += "<line class=\"baseline\" x1=\"" + Format("%.1f", left) + "\" x2=\"" + Format("%.1f", left + plot_w) +
+         "\" y1=\"" + Format("%.1f", y(1.0)) + "\" y2=\"" + Format("%.1f", y(1.0)) + "\"><title>baseline (1×)</title></line>\n";
+  if (line.empty()) {
+    svg += "<text class=\"empty\" x=\"" + Format("%.1f", left + plot_w / 2) + "\" y=\"" +
+           Format("%.1f", above + plot_h / 2) + "\" text-anchor=\"middle\">no timed correct kernel yet</text>\n";
+  } else {
+    std::string points;
+    for (const Point& p : line) points += Format("%.1f", x(p.round)) + "," + Format("%.1f", y(p.value)) + " ";
+    svg += "<polyline class=\"best-so-far\" points=\"" + points + "\"/>\n";
+    for (const Point& p : dots) {
+      svg += "<circle class=\"round-best\" cx=\"" + Format("%.1f", x(p.round)) + "\" cy=\"" +
+             Format("%.1f", y(p.value)) + "\" r=\"4\"><title>round " + std::to_string(p.round) + ": " +
+             Format("%.3f", p.value) + "×</title></circle>\n";
+    }
+  }
+  return svg + "</svg>\n";
+}
+
+// The idea tree: a candidate's children are the ideas applied to it (each
+// with its branches) and candidates derived from it without an idea.
+class Tree {
+ public:
+  explicit Tree(const RunHistory& h) : h_(h) {
+    for (const HistoryEntry& e : h.entries) candidates_[e.candidate.id] = &e;
+    for (const Idea& idea : h.ideas) {
+      ideas_by_parent_[idea.parent_id].push_back(&idea);
+    }
+    for (const HistoryEntry& e : h.entries) {
+      const Provenance& p = e.candidate.provenance;
+      if (!p.idea_id.empty()) {
+        branches_[p.idea_id].push_back(&e);
+      } else if (!p.parent_id.empty() && candidates_.count(p.parent_id)) {
+        derived_[p.parent_id].push_back(&e);
+      }
+    }
+  }
+
+  std::string Render() {
+    std::string out = "<ul id=\"idea-tree\" class=\"tree\">\n";
+    std::map<int, std::vector<const HistoryEntry*>> roots_by_round;
+    for (const HistoryEntry& e : h_.entries) {
+      const Provenance& p = e.candidate.provenance;
+      bool has_home = (!p.idea_id.empty() && idea_known(p.idea_id)) ||
+                      (!p.parent_id.empty() && candidates_.count(p.parent_id));
+      if (!has_home) roots_by_round[p.round].push_back(&e);
+    }
+    bool grouped = roots_by_round.size() > 1;
+    for (const auto& [round, roots] : roots_by_round) {
+      if (grouped) {
+        out += "<li class=\"round\"><details" + std::string(round == roots_by_round.begin()->first ? " open" : "") +
+               "><summary>round " + std::to_string(round) + " — " + std::to_string(roots.size()) +
+               " candidate" + (roots.size() == 1 ? "" : "s") + "</summary><ul>\n";
+      }
+      for (const HistoryEntry* e : roots) out += RenderCandidate(*e, 0);
+      if (grouped) out += "</ul></details></li>\n";
+    }
+    // Ideas whose parent is not a judged candidate of this run.
+    for (const auto& [parent, ideas] : ideas_by_parent_) {
+      if (candidates_.count(parent)) continue;
+      for (const Idea* idea : ideas) out += RenderIdea(*idea, 0);
+    }
+    if (h_.entries.empty() && h_.ideas.empty()) out += "<li class=\"empty\">nothing recorded yet</li>\n";
+    return out + "</ul>\n";
+  }
+
+ private:
+  bool idea_known(const std::string& id) const {
+    for (const Idea& i : h_.ideas) {
+      if (i.id == id) return true;
+    }
+    return false;
+  }
+
+  std::string RenderCandidate(const HistoryEntry& e, int depth) {
+    if (!visited_.insert(e.candidate.id).second || depth > 64) return "";
+    std::string out = "<li class=\"candidate " + StatusClass(e.evaluation) + "\"><span class=\"id\">" +
+                      Escape(e.candidate.id) + "</span> <span class=\"gen\">" +
+                      Escape(e.candidate.provenance.generator) + "</span> <span class=\"outcome\">" +
+                      Escape(Outcome(e.evaluation)) + "</span>";
+    std::string children;
+    if (auto it = ideas_by_parent_.find(e.candidate.id); it != ideas_by_parent_.end()) {
+      for (const Idea* idea : it->second) children += RenderIdea(*idea, depth + 1);
+    }
+    if (auto it = derived_.find(e.candidate.id); it != derived_.end()) {
+      for (const HistoryEntry* child : it->second) children += RenderCandidate(*child, depth + 1);
+    }
+    if (!children.empty()) out += "\n<ul>\n" + children + "</ul>";
+    return out + "</li>\n";
+  }
+
+  std::string RenderIdea(const Idea& idea, int depth) {
+    std::string out = "<li class=\"idea\"><span class=\"category\">" + Escape(ToString(idea.category)) +
+                      "</span> <span class=\"text\">" + Escape(idea.text) + "</span>";
+    if (!idea.outcome.empty()) out += " <span class=\"idea-outcome\">→ " + Escape(idea.outcome) + "</span>";
+    std::string children;
+    if (auto it = branches_.find(idea.id); it != branches_.end()) {
+      for (const HistoryEntry* branch : it->second) children += RenderCandidate(*branch, depth + 1);
+    }
+    if (!children.empty()) out += "\n<ul>\n" + children + "</ul>";
+    return out + "</li>\n";
+  }
+
+  const RunHistory& h_;
+  std::unordered_map<std::string, const HistoryEntry*> candidates_;
+  std::map<std::string, std::vector<const Idea*>> ideas_by_parent_;
+  std::unordered_map<std::string, std::vector<const HistoryEntry*>> branches_;
+  std::unordered_map<std::string, std::vector<const HistoryEntry*>> derived_;
+  std::set<std::string> visited_;
+};
+
+constexpr const char kStyle[] = R"css(
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1040px; color: #1d232b; padding: 0 16px; }
+h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #dde2e8; }
+.meta { color: #5b6673; } .cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 16px 0; }
+.card { border: 1px solid #dde2e8; border-radius: 6px; padding: 8px 14px; min-width: 120px; }
+.card b { display: block; font-size: 18px; }
+svg .plot { fill: #fbfcfd; stroke: #c9d1da; } svg .grid { stroke: #e7ebef; }
+svg .tick, svg .axis, svg .empty { font-size: 11px; fill: #5b6673; }
+svg .baseline { stroke: #b44; stroke-dasharray: 4 3; } svg .best-so-far { fill: none; stroke: #2364aa; stroke-width: 2; }
+svg .round-best { fill: #2364aa; }
+ul.tree, ul.tree ul { list-style: none; padding-left: 18px; border-left: 1px dotted #c9d1da; }
+ul.tree { border-left: none; padding-left: 0; } li { margin: 2px 0; }
+li.ok > .id { color: #17803d; font-weight: 600; } li.fail > .id { color: #b42318; font-weight: 600; }
+li.idea > .category { background: #eef3fb; border-radius: 3px; padding: 0 4px; font-size: 12px; }
+.gen, .idea-outcome { color: #5b6673; } pre { background: #f6f8fa; padding: 12px; overflow: auto; font-size: 12px; }
+table { border-collapse: collapse; } td, th { padding: 3px 10px; border-bottom: 1px solid #eef0f2; text-align: left; }
+td.n { text-align: right; } .bar { display: inline-block; height: 10px; background: #b42318; }
+)css";
+
+// Marks the page once it is laid out: a headless browser's dump then shows
+// whether the chart and the tree really rendered (non-zero boxes).
+constexpr const char kScript[] = R"js(
+window.addEventListener('load', function () {
+  var chart = document.getElementById('speedup-chart');
+  var tree = document.getElementById('idea-tree');
+  var box = chart && chart.getBBox ? chart.getBBox() : {width: 0, height: 0};
+  var items = tree ? tree.getElementsByTagName('li').length : 0;
+  var body = document.body;
+  body.setAttribute('data-chart-width', Math.round(box.width));
+  body.setAttribute('data-tree-height', tree ? tree.offsetHeight : 0);
+  body.setAttribute('data-tree-items', items);
+  body.setAttribute('data-rendered', box.width > 0 && tree && tree.offsetHeight > 0 ? 'yes' : 'no');
+});
+)js";
+
+}  // namespace
+
+std::string RunReportHtml(const RunHistory& h) {
+  const RunInfo& run = h.run;
+  std::string title = "ksearch run " + std::to_string(run.id) + " — " + run.problem_name;
+  std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
+                     Escape(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+  html += "<h1>" + Escape(title) + "</h1>\n<p class=\"meta\">strategy <b>" + Escape(run.strategy) +
+          "</b> · status <b>" + Escape(ToString(run.status)) + "</b>";
+  if (!run.termination.empty()) html += " (" + Escape(run.termination) + ")";
+  html += " · " + Escape(run.device_name.empty() ? "no device" : run.device_name);
+  if (!run.device_arch.empty()) html += " " + Escape(run.device_arch);
+  if (run.driver_version) html += " · driver " + std::to_string(run.driver_version);
+  html += " · NVRTC " + Escape(run.nvrtc_version) + " · ksearch " + Escape(run.ksearch_version) + "<br>started " +
+          Time(run.started_unix_ms) + " · ended " + Time(run.ended_unix_ms) + " · " +
+          std::to_string(run.sessions) + " session" + (run.sessions == 1 ? "" : "s") + " · seed " +
+          std::to_string(run.seed) + " · problem fingerprint <code>" + Escape(run.problem_fingerprint.substr(0, 16)) +
+          "</code></p>\n";
+  if (!run.message.empty()) html += "<p class=\"meta\">" + Escape(run.message) + "</p>\n";
+
+  const HistoryEntry* best = h.Best();
+  auto by_status = h.CountByStatus();
+  int64_t correct = by_status.count("ok") ? by_status["ok"] : 0;
+  html += "<div class=\"cards\">";
+  auto card = [&](const std::string& label, const std::string& value) {
+    html += "<div class=\"card\">" + Escape(label) + "<b>" + Escape(value) + "</b></div>";
+  };
+  card("candidates", std::to_string(h.entries.size()));
+  card("correct", std::to_string(correct));
+  card("ideas", std::to_string(h.ideas.size()));
+  card("rounds", std::to_string(std::max<size_t>(h.rounds.size(), 0)));
+  if (best && best->evaluation.timing) card("best time", Format("%.4f", best->evaluation.timing->median_ms) + " ms");
+  if (best && best->evaluation.speedup) card("best speedup", Format("%.3f", best->evaluation.speedup->ratio) + "×");
+  int64_t input = 0, output = 0;
+  double cost = 0.0;
+  for (const LlmExchange& x : h.exchanges) {
+    if (!x.response.ok()) continue;
+    input += x.response->input_tokens;
+    output += x.response->output_tokens;
+    cost += x.response->cost_usd;
+  }
+  card("tokens in / out", std::to_string(input) + " / " + std::to_string(output));
+  card("cost", "$" + Format("%.4f", cost));
+  html += "</div>\n";
+
+  html += "<h2>Speedup of the best kernel per round</h2>\n" + Chart(h);
+  html += "<p class=\"meta\">line: best so far; dots: best of each round; dashed: the baseline";
+  if (best && best->evaluation.speedup) html += " (" + Escape(best->evaluation.speedup->baseline) + ")";
+  html += ".</p>\n";
+
+  html += "<h2>Ideas and candidates</h2>\n" + Tree(h).Render();
+
+  html += "<h2>Best kernel</h2>\n";
+  if (best) {
+    html += "<p><b>" + Escape(best->candidate.id) + "</b> (round " + std::to_string(best->candidate.provenance.round) +
+            ", " + Escape(best->candidate.provenance.generator) + ")</p>\n";
+    html += "<pre class=\"evaluation\">" + Escape(best->evaluation.Report()) + "</pre>\n";
+    html += "<p>Launch plan</p><pre class=\"plan\">" + Escape(best->candidate.plan.ToJson()) + "</pre>\n";
+    html += "<p>Source</p><pre class=\"source\"><code>" + Escape(best->candidate.source) + "</code></pre>\n";
+  } else {
+    html += "<p>No correct kernel in this run.</p>\n";
+  }
+
+  html += "<h2>Outcomes by status</h2>\n<table id=\"status-counts\"><tr><th>status</th><th>count</th><th></th></tr>\n";
+  int64_t most = 1;
+  for (const auto& [status, count] : by_status) most = std::max(most, count);
+  for (const auto& [status, count] : by_status) {
+    html += "<tr><td>" + Escape(status) + "</td><td class=\"n\">" + std::to_string(count) +
+            "</td><td><span class=\"bar\" style=\"width:" + std::to_string(200 * count / most) + "px;" +
+            (status == "ok" ? "background:#17803d" : "") + "\"></span></td></tr>\n";
+  }
+  html += "</table>\n";
+
+  html += "<h2>Tokens and cost</h2>\n";
+  if (h.exchanges.empty()) {
+    html += "<p>No LLM exchanges in this run.</p>\n";
+  } else {
+    struct ModelTotals {
+      int64_t requests = 0, failures = 0, input = 0, output = 0;
+      double cost = 0.0;
+    };
+    std::map<std::string, ModelTotals> by_model;
+    for (const LlmExchange& x : h.exchanges) {
+      std::string model = x.response.ok() && !x.response->model.empty() ? x.response->model : x.request.model;
+      ModelTotals& t = by_model[model.empty() ? "(default)" : model];
+      ++t.requests;
+      if (!x.response.ok()) {
+        ++t.failures;
+        continue;
+      }
+      t.input += x.response->input_tokens;
+      t.output += x.response->output_tokens;
+      t.cost += x.response->cost_usd;
+    }
+    html += "<table id=\"llm-totals\"><tr><th>model</th><th>requests</th><th>failed</th><th>tokens in</th>"
+            "<th>tokens out</th><th>cost</th></tr>\n";
+    for (const auto& [model, t] : by_model) {
+      html += "<tr><td>" + Escape(model) + "</td><td class=\"n\">" + std::to_string(t.requests) +
+              "</td><td class=\"n\">" + std::to_string(t.failures) + "</td><td class=\"n\">" +
+              std::to_string(t.input) + "</td><td class=\"n\">" + std::to_string(t.output) +
+              "</td><td class=\"n\">$" + Format("%.4f", t.cost) + "</td></tr>\n";
+    }
+    html += "<tr><th>total</th><td class=\"n\">" + std::to_string(h.exchanges.size()) + "</td><td></td><td class=\"n\">" +
+            std::to_string(input) + "</td><td class=\"n\">" + std::to_string(output) + "</td><td class=\"n\">$" +
+            Format("%.4f", cost) + "</td></tr>\n</table>\n";
+  }
+  html += "<script>" + std::string(kScript) + "</script>\n</body>\n</html>\n";
+  return html;
+}
+
+}  // namespace ksearch
