@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -191,7 +190,6 @@ class LocalEvaluator final : public Evaluator {
   uint64_t seed_ = 0;
   uint64_t seed_counter_ = 0;
   std::mt19937_64 order_rng_;
-  int64_t candidate_counter_ = 0;
 
   // GPU side.
   std::unique_ptr<CudaContext> ctx_;
@@ -1219,7 +1217,6 @@ std::vector<Evaluation> LocalEvaluator::EvaluateWith(std::span<const Candidate> 
   std::vector<Evaluation> out(candidates.size());
   // Compiles run in parallel on the CPU; GPU checks and timing run one at a
   // time (one timing lane per GPU).
-  std::vector<std::future<StatusOr<CompileResult>>> compiles;
   unsigned workers = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16));
   std::vector<StatusOr<CompileResult>> results(candidates.size(), InternalError("not compiled"));
   std::vector<double> compile_wall(candidates.size(), 0.0);
@@ -1278,7 +1275,6 @@ std::vector<Evaluation> LocalEvaluator::EvaluateWith(std::span<const Candidate> 
         continue;
       }
     }
-    ++candidate_counter_;
     Judge(c, compiled, &e);
     e.total_ms = MsSince(start) + e.compile_ms;
     if (!options_.compile_only) {
