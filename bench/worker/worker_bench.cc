@@ -89,6 +89,8 @@ std::vector<Candidate> MakeCandidates(const Problem& problem, int count) {
   return out;
 }
 
+// `gpus` empty: every visible GPU, and nothing printed when that is just one
+// (the single-GPU run already covered it).
 void RunOne(const Problem& problem, const std::vector<Candidate>& candidates,
             const std::vector<int>& gpus, double max_timing_seconds, bool fake) {
   std::string cache =
@@ -106,6 +108,10 @@ void RunOne(const Problem& problem, const std::vector<Candidate>& candidates,
   double setup_s = std::chrono::duration<double>(Clock::now() - start).count();
   std::string gpu_list;
   for (int g : gpus) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);
+  if (pool.ok() && gpus.empty()) {
+    if ((*pool)->gpus().size() < 2) return;
+    for (int g : (*pool)->gpus()) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);
+  }
   if (!pool.ok()) {
     std::printf("%-8s gpus %-5s  pool did not start: %s\n", problem.name.c_str(), gpu_list.c_str(),
                 pool.status().ToString().c_str());
@@ -175,7 +181,9 @@ int main(int argc, char** argv) {
     std::printf("ksearch_bench_worker: skipped: no GPU (%s)\n", why.c_str());
     return 0;
   }
-  if (gpus.empty()) gpus = {0};
+  // Without --gpus: the first GPU, then every visible one (the scaling).
+  const bool all_visible = gpus.empty();
+  if (all_visible) gpus = {0};
   std::printf(
       "worker pool throughput: %d candidates per problem, cold compile cache, timing cap %.2f s\n",
       count, max_timing_seconds);
@@ -188,6 +196,7 @@ int main(int argc, char** argv) {
     std::vector<Candidate> candidates = MakeCandidates(*problem, count);
     RunOne(*problem, candidates, {gpus.front()}, max_timing_seconds, fake);
     if (gpus.size() > 1) RunOne(*problem, candidates, gpus, max_timing_seconds, fake);
+    if (all_visible && !fake) RunOne(*problem, candidates, {}, max_timing_seconds, fake);
   }
   return 0;
 }

@@ -309,6 +309,12 @@ class ReplayLlmClient final : public LlmClient {
     bool cycle_when_exhausted = false;
     // Prefer an exchange recorded with the same ChatRequest::tag.
     bool prefer_same_tag = true;
+    // When no unserved exchange has the request's hash, serve the first
+    // unserved one recorded with the same tag and model. Prompts that quote
+    // measured figures (a parent's time, the history's speedups) differ from
+    // run to run on a GPU; the tags ("idea r2 s1", "branch r1.s0.i2 b3") name
+    // the request's place in the search tree, which a replay repeats.
+    bool match_tag_when_hash_differs = false;
   };
 
   // Serves `exchanges`. Errors: kInternal (no thread could be started).
@@ -332,6 +338,8 @@ class ReplayLlmClient final : public LlmClient {
 
   // Requests that found no recorded reply.
   int64_t misses() const;
+  // Requests answered by tag because no recorded exchange had their hash.
+  int64_t tag_matches() const;
 
  private:
   explicit ReplayLlmClient(std::shared_ptr<internal::ReplayLlmClientImpl> impl);

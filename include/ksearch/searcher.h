@@ -128,8 +128,8 @@ struct SearchSummary {
 
   // One line: strategy, termination, best time and speedup, counts.
   std::string BriefReport() const;
-  // Several lines: the above plus status counts, tokens, cost, the best
-  // kernel's evaluation report.
+  // Several lines: the above plus status counts, tokens, cost, repairs, the
+  // first 20 notes, the starting and best kernels' evaluation reports.
   std::string FullReport() const;
 };
 

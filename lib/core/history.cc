@@ -71,6 +71,17 @@ std::string SearchSummary::FullReport() const {
                 static_cast<long long>(ideas), static_cast<long long>(input_tokens),
                 static_cast<long long>(output_tokens), cost_usd, gpu_seconds);
   out += text;
+  if (repairs > 0) out += "repair attempts: " + std::to_string(repairs) + "\n";
+  if (!notes.empty()) {
+    // The first notes say what kind of trouble the run had; all of them are in
+    // the JSON summary and the store.
+    constexpr size_t kShown = 20;
+    out += "notes (" + std::to_string(notes.size()) + "):\n";
+    for (size_t i = 0; i < notes.size() && i < kShown; ++i) out += "  " + notes[i] + "\n";
+    if (notes.size() > kShown) {
+      out += "  ... " + std::to_string(notes.size() - kShown) + " more\n";
+    }
+  }
   if (start) out += "starting kernel:\n" + start->evaluation.Report();
   if (best) out += "best kernel:\n" + best->evaluation.Report();
   return out;

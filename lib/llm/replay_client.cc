@@ -27,6 +27,19 @@ class ReplayLlmClientImpl : public std::enable_shared_from_this<ReplayLlmClientI
         return a.exchange.request_id < b.exchange.request_id;
       });
     }
+    // The vectors above no longer change, so pointers into them stay valid.
+    if (options_.match_tag_when_hash_differs) {
+      for (auto& [hash, entries] : by_hash_) {
+        for (Entry& e : entries) {
+          if (!e.exchange.request.tag.empty()) by_tag_[e.exchange.request.tag].push_back(&e);
+        }
+      }
+      for (auto& [tag, entries] : by_tag_) {
+        std::stable_sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) {
+          return a->exchange.request_id < b->exchange.request_id;
+        });
+      }
+    }
   }
 
   void Start() {
@@ -90,6 +103,11 @@ class ReplayLlmClientImpl : public std::enable_shared_from_this<ReplayLlmClientI
     return misses_;
   }
 
+  int64_t tag_matches() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return tag_matches_;
+  }
+
  private:
   struct Entry {
     LlmExchange exchange;
@@ -104,9 +122,29 @@ class ReplayLlmClientImpl : public std::enable_shared_from_this<ReplayLlmClientI
     int64_t started_unix_ms = 0;
   };
 
+  // The first unserved exchange recorded under the request's tag and model,
+  // or null.
+  Entry* ByTag(const ChatRequest& request) {
+    if (request.tag.empty()) return nullptr;
+    auto it = by_tag_.find(request.tag);
+    if (it == by_tag_.end()) return nullptr;
+    for (Entry* e : it->second) {
+      if (!e->served && e->exchange.request.model == request.model) return e;
+    }
+    return nullptr;
+  }
+
   StatusOr<ChatResponse> Choose(const ChatRequest& request, std::string* provider) {
     std::string hash = RequestHash(request);
     auto it = by_hash_.find(hash);
+    if (it == by_hash_.end() && options_.match_tag_when_hash_differs) {
+      if (Entry* e = ByTag(request)) {
+        ++tag_matches_;
+        e->served = true;
+        *provider = e->exchange.provider;
+        return e->exchange.response;
+      }
+    }
     if (it == by_hash_.end()) {
       ++misses_;
       return NotFoundError("replay: no recorded exchange for request hash " + hash +
@@ -129,6 +167,10 @@ class ReplayLlmClientImpl : public std::enable_shared_from_this<ReplayLlmClientI
           break;
         }
       }
+    }
+    if (chosen == nullptr && options_.match_tag_when_hash_differs) {
+      chosen = ByTag(request);
+      if (chosen != nullptr) ++tag_matches_;
     }
     if (chosen == nullptr && options_.cycle_when_exhausted) {
       chosen = &entries[cycle_[hash]++ % entries.size()];
@@ -187,11 +229,13 @@ class ReplayLlmClientImpl : public std::enable_shared_from_this<ReplayLlmClientI
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::unordered_map<std::string, std::vector<Entry>> by_hash_;
+  std::unordered_map<std::string, std::vector<Entry*>> by_tag_;
   std::unordered_map<std::string, size_t> cycle_;
   std::deque<Job> jobs_;
   LlmClient::ExchangeObserver observer_;
   LlmTotals totals_;
   int64_t misses_ = 0;
+  int64_t tag_matches_ = 0;
   uint64_t next_id_ = 1;
   bool stopping_ = false;
   std::thread thread_;
@@ -241,5 +285,7 @@ void ReplayLlmClient::SetObserver(ExchangeObserver observer) {
 }
 std::string ReplayLlmClient::provider() const { return "replay"; }
 int64_t ReplayLlmClient::misses() const { return impl_->misses(); }
+
+int64_t ReplayLlmClient::tag_matches() const { return impl_->tag_matches(); }
 
 }  // namespace ksearch

@@ -238,6 +238,42 @@ TEST(ReplayLlmClient, PrefersTheSameTagReplaysErrorsAndCanCycle) {
   EXPECT_EQ(client.provider(), "replay");
 }
 
+// On a GPU the prompts quote measured times: the same place in the tree asks
+// with different text. The tag finds the recorded reply; without the option
+// it is a miss.
+TEST(ReplayLlmClient, MatchesByTagWhenTheMeasuredFiguresInAPromptDiffer) {
+  std::vector<LlmExchange> recording = {
+      Exchange(Request("parent 1.204 ms", "ideas r0.s0"), Reply("ideas A"), 1),
+      Exchange(Request("parent 0.911 ms", "branch r1.s0.i0.b0"), Reply("kernel B0"), 2),
+      Exchange(Request("parent 0.911 ms", "branch r1.s0.i0.b1"), Reply("kernel B1"), 3),
+      Exchange(Request("parent 0.8 ms", "ideas r1.s0"), Reply("ideas C"), 4)};
+  {
+    auto strict = ReplayLlmClient::Create(recording);
+    ASSERT_TRUE(strict.ok());
+    EXPECT_EQ(CompleteAndWait(**strict, Request("parent 1.207 ms", "ideas r0.s0")).status().code(),
+              StatusCode::kNotFound);
+  }
+  ReplayLlmClient::Options options;
+  options.match_tag_when_hash_differs = true;
+  auto created = ReplayLlmClient::Create(recording, options);
+  ASSERT_TRUE(created.ok());
+  ReplayLlmClient& client = **created;
+  EXPECT_EQ(CompleteAndWait(client, Request("parent 1.207 ms", "ideas r0.s0"))->content, "ideas A");
+  EXPECT_EQ(CompleteAndWait(client, Request("parent 0.913 ms", "branch r1.s0.i0.b1"))->content,
+            "kernel B1");
+  // An exact hash still wins, and a served reply is not served again.
+  EXPECT_EQ(CompleteAndWait(client, Request("parent 0.911 ms", "branch r1.s0.i0.b0"))->content,
+            "kernel B0");
+  EXPECT_EQ(CompleteAndWait(client, Request("parent 0.913 ms", "branch r1.s0.i0.b1")).status().code(),
+            StatusCode::kNotFound);
+  // Another model: no match.
+  ChatRequest other = Request("parent 0.7 ms", "ideas r1.s0");
+  other.model = "another";
+  EXPECT_FALSE(CompleteAndWait(client, other).ok());
+  EXPECT_EQ(client.tag_matches(), 2);
+  EXPECT_EQ(client.misses(), 2);
+}
+
 TEST(ReplayLlmClient, CallbacksNeverRunInsideComplete) {
   auto created = ReplayLlmClient::Create({Exchange(Request("x"), Reply("y"), 1)});
   ASSERT_TRUE(created.ok());

@@ -7,14 +7,85 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "ksearch/evaluator.h"
 #include "ksearch/llm.h"
+#include "ksearch/kernel_cache.h"
+#include "ksearch/store.h"
 #include "ksearch/strategies.h"
+#include "ksearch/worker_pool.h"
 
 namespace ksearch::cli {
+
+// `--llm mock`: a loopback server scripted from the problem itself, so the
+// whole LLM path (prompts, concurrency, parsing, judging) runs without a
+// model. Idea replies name "mock variants" (the starting kernel and points of
+// the problem's templates); branch replies return the variant the idea names,
+// shifted by the branch number so that branches differ.
+Status ScriptMockFromProblem(MockLlmServer& mock, const Problem& problem, int rounds, int branches) {
+  std::vector<Candidate> variants = {problem.start.ToCandidate("", "start")};
+  for (const TemplateSpec& t : problem.templates) {
+    variants.push_back(t.kernel.ToCandidate("", "template"));
+    for (const auto& [param, values] : t.space) {
+      for (int64_t v : values) {
+        Candidate c = t.kernel.ToCandidate("", "template");
+        c.plan.SetParam(param, v);
+        if (variants.size() < 24 && c.plan != t.kernel.plan) variants.push_back(std::move(c));
+      }
+    }
+  }
+  auto reply = [&](size_t v) {
+    const Candidate& c = variants[v % variants.size()];
+    return "Mock implementation of variant " + std::to_string(v % variants.size()) +
+           ".\n\n```cuda\n" + c.source + (c.source.ends_with("\n") ? "" : "\n") +
+           "```\n\n```json\n" + c.plan.ToJson() + "\n```\n";
+  };
+  const size_t n = variants.size();
+  // One set of ideas per round (16 with --rounds 0); rounds past the scripted
+  // ones share the last rule.
+  constexpr int kScriptedRounds = 16;
+  int scripted = rounds > 0 ? std::min(rounds, 64) : kScriptedRounds;
+  for (int r = 0; r <= scripted; ++r) {
+    std::string ideas = "```json\n[";
+    for (size_t j = 0; j < kAllIdeaCategories.size(); ++j) {
+      size_t v = (static_cast<size_t>(r) * kAllIdeaCategories.size() + j + 1) % n;
+      ideas += std::string(j ? ",\n " : "") + "{\"category\": \"" +
+               std::string(ToString(kAllIdeaCategories[j])) +
+               "\", \"idea\": \"Try the kernel of mock variant " + std::to_string(v) + ".\"}";
+    }
+    ideas += "]\n```\n";
+    MockRule rule;
+    rule.regex = r < scripted ? "# Round " + std::to_string(r) + ":" : "# Round \\d+:";
+    rule.reply.content = ideas;
+    KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
+  }
+  for (size_t v = 0; v < n; ++v) {
+    for (int b = 1; b <= std::max(1, branches); ++b) {
+      MockRule rule;
+      // Anchored on the idea being implemented: the history below it names
+      // other variants.
+      rule.regex = "implement \\([a-z_]+\\)\\s+Try the kernel of mock variant " +
+                   std::to_string(v) + "\\.[\\s\\S]*implementation " + std::to_string(b) + " of";
+      rule.reply.content = reply(v + static_cast<size_t>(b - 1));
+      KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
+    }
+  }
+  for (size_t j = 0; j < kAllIdeaCategories.size(); ++j) {
+    MockRule rule;
+    rule.contains = "Suggested focus this step: " + std::string(ToString(kAllIdeaCategories[j]));
+    rule.reply.content = reply(j + 1);
+    KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
+  }
+  MockReply fallback;
+  fallback.content = reply(0);
+  mock.SetDefaultReply(fallback);
+  return Status::Ok();
+}
+
 namespace {
 
 std::atomic<bool> g_interrupted{false};
@@ -53,6 +124,15 @@ struct RunArgs {
   bool json = false;
   int device = 0;
   uint64_t seed = 1;
+  // Which evaluator: the isolated worker pool (default) or in-process.
+  std::string gpus;
+  bool in_process = false;
+  // The store.
+  std::string db;
+  bool no_db = false;
+  int64_t resume = 0;
+  bool take_over = false;
+  bool reopen = false;
 };
 
 std::string JsonString(std::string_view text) {
@@ -160,81 +240,21 @@ class Progress final : public SearchObserver {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-// `--llm mock`: a loopback server scripted from the problem itself, so the
-// whole LLM path (prompts, concurrency, parsing, judging) runs without a
-// model. Idea replies name "mock variants" (the starting kernel and points of
-// the problem's templates); branch replies return the variant the idea names,
-// shifted by the branch number so that branches differ.
-Status ScriptMock(MockLlmServer& mock, const Problem& problem, int rounds, int branches) {
-  std::vector<Candidate> variants = {problem.start.ToCandidate("", "start")};
-  for (const TemplateSpec& t : problem.templates) {
-    variants.push_back(t.kernel.ToCandidate("", "template"));
-    for (const auto& [param, values] : t.space) {
-      for (int64_t v : values) {
-        Candidate c = t.kernel.ToCandidate("", "template");
-        c.plan.SetParam(param, v);
-        if (variants.size() < 24 && c.plan != t.kernel.plan) variants.push_back(std::move(c));
-      }
-    }
-  }
-  auto reply = [&](size_t v) {
-    const Candidate& c = variants[v % variants.size()];
-    return "Mock implementation of variant " + std::to_string(v % variants.size()) +
-           ".\n\n```cuda\n" + c.source + (c.source.ends_with("\n") ? "" : "\n") +
-           "```\n\n```json\n" + c.plan.ToJson() + "\n```\n";
-  };
-  const size_t n = variants.size();
-  // One set of ideas per round (16 with --rounds 0); rounds past the scripted
-  // ones share the last rule.
-  constexpr int kScriptedRounds = 16;
-  int scripted = rounds > 0 ? std::min(rounds, 64) : kScriptedRounds;
-  for (int r = 0; r <= scripted; ++r) {
-    std::string ideas = "```json\n[";
-    for (size_t j = 0; j < kAllIdeaCategories.size(); ++j) {
-      size_t v = (static_cast<size_t>(r) * kAllIdeaCategories.size() + j + 1) % n;
-      ideas += std::string(j ? ",\n " : "") + "{\"category\": \"" +
-               std::string(ToString(kAllIdeaCategories[j])) +
-               "\", \"idea\": \"Try the kernel of mock variant " + std::to_string(v) + ".\"}";
-    }
-    ideas += "]\n```\n";
-    MockRule rule;
-    rule.regex = r < scripted ? "# Round " + std::to_string(r) + ":" : "# Round \\d+:";
-    rule.reply.content = ideas;
-    KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
-  }
-  for (size_t v = 0; v < n; ++v) {
-    for (int b = 1; b <= std::max(1, branches); ++b) {
-      MockRule rule;
-      // Anchored on the idea being implemented: the history below it names
-      // other variants.
-      rule.regex = "implement \\([a-z_]+\\)\\s+Try the kernel of mock variant " +
-                   std::to_string(v) + "\\.[\\s\\S]*implementation " + std::to_string(b) + " of";
-      rule.reply.content = reply(v + static_cast<size_t>(b - 1));
-      KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
-    }
-  }
-  for (size_t j = 0; j < kAllIdeaCategories.size(); ++j) {
-    MockRule rule;
-    rule.contains = "Suggested focus this step: " + std::string(ToString(kAllIdeaCategories[j]));
-    rule.reply.content = reply(j + 1);
-    KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
-  }
-  MockReply fallback;
-  fallback.content = reply(0);
-  mock.SetDefaultReply(fallback);
-  return Status::Ok();
-}
-
 // What --llm makes: the client (and, for mock, its server), and the model
 // name requests carry.
+// Members are destroyed bottom-up: the store's wrapper before the live client
+// it borrows, the client before the recorder and the mock server.
 struct LlmSetup {
   std::unique_ptr<MockLlmServer> mock;
-  std::unique_ptr<LlmRecorder> recorder;  // outlives the client
+  std::unique_ptr<LlmRecorder> recorder;
   std::unique_ptr<LlmClient> client;
+  std::unique_ptr<LlmClient> recorded;  // the run's store in front of `client`
   std::string model;
+
+  LlmClient* active() const { return recorded ? recorded.get() : client.get(); }
 };
 
-StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const Problem& problem) {
+StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const Problem& problem, RunSession* session) {
   LlmSetup setup;
   std::string spec = args.llm;
   std::string kind = spec.substr(0, spec.find(':'));
@@ -251,14 +271,19 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const Problem& problem) {
     // Replay matches requests by hash, which includes the model: use the
     // recorded one.
     if (!exchanges.empty()) setup.model = exchanges.front().request.model;
-    KSEARCH_ASSIGN_OR_RETURN(auto client, ReplayLlmClient::Create(std::move(exchanges)));
+    // On a GPU, prompts quote measured times, which differ from the recorded
+    // run's: fall back to the request's place in the tree (its tag).
+    ReplayLlmClient::Options replay;
+    replay.match_tag_when_hash_differs = true;
+    KSEARCH_ASSIGN_OR_RETURN(auto client,
+                             ReplayLlmClient::Create(std::move(exchanges), replay));
     setup.client = std::move(client);
   } else if (kind == "mock") {
     KSEARCH_ASSIGN_OR_RETURN(setup.mock, MockLlmServer::Start({}));
     if (!args.mock_script.empty()) {
       KSEARCH_RETURN_IF_ERROR(setup.mock->LoadScript(args.mock_script));
     } else {
-      KSEARCH_RETURN_IF_ERROR(ScriptMock(*setup.mock, problem, args.rounds, args.branches));
+      KSEARCH_RETURN_IF_ERROR(ScriptMockFromProblem(*setup.mock, problem, args.rounds, args.branches));
     }
     options.provider = LlmProvider::kOpenAi;
     options.base_url = setup.mock->openai_base_url();
@@ -276,16 +301,19 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const Problem& problem) {
     KSEARCH_ASSIGN_OR_RETURN(auto client, HttpLlmClient::Create(std::move(options)));
     setup.client = std::move(client);
   }
+  if (session) {
+    KSEARCH_ASSIGN_OR_RETURN(setup.recorded, session->WrapLlmClient(*setup.client));
+  }
   if (!args.record.empty()) {
     KSEARCH_ASSIGN_OR_RETURN(setup.recorder, LlmRecorder::Open(args.record));
-    setup.client->SetObserver(setup.recorder->observer());
+    setup.active()->SetObserver(setup.recorder->observer());
   }
   return setup;
 }
 
-void PrintJson(const SearchSummary& s) {
+void PrintJson(const SearchSummary& s, int64_t run_id) {
   std::ostringstream out;
-  out << "{\"strategy\":" << JsonString(s.strategy)
+  out << "{\"run\":" << run_id << ",\"strategy\":" << JsonString(s.strategy)
       << ",\"termination\":" << JsonString(ToString(s.termination));
   if (!s.error.ok()) out << ",\"error\":" << JsonString(s.error.ToString());
   out << ",\"rounds\":" << s.rounds << ",\"ideas\":" << s.ideas
@@ -333,23 +361,92 @@ void PrintJson(const SearchSummary& s) {
   std::cout << out.str();
 }
 
-int RunSearch(const RunArgs& args) {
-  if (args.strategy != "tune" && args.strategy != "branch" && args.strategy != "refine") {
-    return ReportError(
-        InvalidArgumentError("--strategy " + args.strategy + ": expected branch, refine or tune"));
-  }
-  auto problem = LoadWithDims(args.problem, args.dims);
-  if (!problem.ok()) return ReportError(problem.status());
-  if (!args.compile_only) {
-    std::string why;
-    if (!CudaDriverAvailable(&why)) {
-      return ReportError(FailedPreconditionError(
-          why + "; run on a machine with an NVIDIA GPU, or add --compile-only --arch sm_90"));
+// "0,1" -> {0, 1}.
+StatusOr<std::vector<int>> ParseGpus(const std::string& text) {
+  std::vector<int> gpus;
+  if (text.empty() || text == "all") return gpus;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    long value = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || value < 0 || value > 1023) {
+      return InvalidArgumentError("--gpus " + text + ": '" + item +
+                                  "' is not a GPU ordinal; expected e.g. --gpus 0,1 or all");
     }
+    for (int g : gpus) {
+      if (g == value) return InvalidArgumentError("--gpus " + text + ": GPU " + item + " twice");
+    }
+    gpus.push_back(static_cast<int>(value));
   }
-  auto method = ParseTuneMethod(args.tune_method);
-  if (!method.ok()) return ReportError(method.status());
+  return gpus;
+}
 
+EvaluatorOptions MakeEvaluatorOptions(const RunArgs& args) {
+  EvaluatorOptions options;
+  options.device_ordinal = args.device;
+  options.arch = args.arch;
+  options.compile_only = args.compile_only;
+  options.compile_cache_dir = args.cache_dir;
+  options.seed = args.seed;
+  options.max_timing_seconds = args.max_timing_seconds;
+  return options;
+}
+
+// --compile-only and --in-process judge in this process; everything else goes
+// to isolated ksearch-worker processes, one per GPU, so a kernel that crashes
+// or hangs its GPU costs one evaluation, not the search.
+StatusOr<std::unique_ptr<Evaluator>> MakeEvaluator(const RunArgs& args, const Problem& problem) {
+  EvaluatorOptions options = MakeEvaluatorOptions(args);
+  if (args.compile_only || args.in_process) {
+    KSEARCH_ASSIGN_OR_RETURN(auto local, CreateLocalEvaluator(problem, options));
+    return std::unique_ptr<Evaluator>(std::move(local));
+  }
+  WorkerPoolOptions pool;
+  pool.evaluator = options;
+  KSEARCH_ASSIGN_OR_RETURN(pool.gpus, ParseGpus(args.gpus));
+  if (pool.gpus.empty() && args.device != 0) pool.gpus = {args.device};
+  KSEARCH_ASSIGN_OR_RETURN(auto made, CreateWorkerPoolEvaluator(problem, pool));
+  return std::unique_ptr<Evaluator>(std::move(made));
+}
+
+// How many candidates the store hands the evaluator at once: each chunk is
+// written before the search sees it, so a kill loses at most one chunk, and a
+// chunk large enough keeps every GPU (and the compile pool) busy.
+SessionOptions MakeSessionOptions(const RunArgs& args) {
+  SessionOptions options;
+  options.take_over_running = args.take_over;
+  options.reopen_completed = args.reopen;
+  if (args.compile_only) {
+    options.evaluation_chunk_size = std::max(1, args.batch);
+  } else if (args.in_process) {
+    options.evaluation_chunk_size = 1;  // the in-process evaluator judges one at a time anyway
+  } else {
+    auto gpus = ParseGpus(args.gpus);
+    size_t count = gpus.ok() && !gpus->empty() ? gpus->size() : 2;
+    options.evaluation_chunk_size = static_cast<int>(4 * count);
+  }
+  return options;
+}
+
+std::string DbPath(const RunArgs& args) { return args.db.empty() ? Store::DefaultPath() : args.db; }
+
+Status ValidateArgs(const RunArgs& args) {
+  if (args.strategy != "tune" && args.strategy != "branch" && args.strategy != "refine") {
+    return InvalidArgumentError("--strategy " + args.strategy + ": expected branch, refine or tune");
+  }
+  KSEARCH_RETURN_IF_ERROR(ParseTuneMethod(args.tune_method).status());
+  KSEARCH_RETURN_IF_ERROR(ParseGpus(args.gpus).status());
+  if (args.in_process && !args.gpus.empty()) {
+    return InvalidArgumentError("--in-process judges on one GPU: use --device N, not --gpus");
+  }
+  return Status::Ok();
+}
+
+// Runs the search with `evaluator` on `problem`, recording in `session` when
+// there is one. Prints the progress line and the summary.
+int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store* store,
+           RunSession* session) {
   if (args.strategy == "tune" && !args.llm.empty()) {
     std::cerr << "ksearch: note: --llm is for --strategy branch or refine; tune needs no model\n";
   }
@@ -365,7 +462,7 @@ int RunSearch(const RunArgs& args) {
   std::unique_ptr<Brancher> brancher;
   bool use_llm = args.strategy != "tune" && !args.llm.empty() && args.llm != "catalog";
   if (use_llm) {
-    auto setup = MakeLlm(args, *problem);
+    auto setup = MakeLlm(args, problem, session);
     if (!setup.ok()) return ReportError(setup.status());
     llm = std::move(*setup);
     LlmGeneratorOptions gen;
@@ -375,9 +472,9 @@ int RunSearch(const RunArgs& args) {
       if (!prompts.ok()) return ReportError(prompts.status());
       gen.prompts = std::move(*prompts);
     }
-    auto made_ideas = MakeLlmIdeaGenerator(*llm.client, gen);
+    auto made_ideas = MakeLlmIdeaGenerator(*llm.active(), gen);
     if (!made_ideas.ok()) return ReportError(made_ideas.status());
-    auto made_brancher = MakeLlmBrancher(*llm.client, gen);
+    auto made_brancher = MakeLlmBrancher(*llm.active(), gen);
     if (!made_brancher.ok()) return ReportError(made_brancher.status());
     ideas = std::move(*made_ideas);
     brancher = std::move(*made_brancher);
@@ -386,15 +483,13 @@ int RunSearch(const RunArgs& args) {
     brancher = MakeParameterMutationBrancher();
   }
 
-  EvaluatorOptions eval_options;
-  eval_options.device_ordinal = args.device;
-  eval_options.arch = args.arch;
-  eval_options.compile_only = args.compile_only;
-  eval_options.compile_cache_dir = args.cache_dir;
-  eval_options.seed = args.seed;
-  eval_options.max_timing_seconds = args.max_timing_seconds;
-  auto evaluator = CreateLocalEvaluator(*problem, eval_options);
-  if (!evaluator.ok()) return ReportError(evaluator.status());
+  std::unique_ptr<Evaluator> recorded;
+  if (session) {
+    auto wrapped = session->WrapEvaluator(inner);
+    if (!wrapped.ok()) return ReportError(wrapped.status());
+    recorded = std::move(*wrapped);
+  }
+  Evaluator& evaluator = recorded ? *recorded : inner;
 
   SearchOptions options;
   options.seed = args.seed;
@@ -419,42 +514,255 @@ int RunSearch(const RunArgs& args) {
   } else {
     ParameterTuneOptions tune;
     tune.batch_size = args.batch;
-    tune.method = *method;
+    tune.method = *ParseTuneMethod(args.tune_method);
     searcher = MakeParameterTuneSearch(options, tune);
   }
-  Progress progress(args.json, llm.client.get());
+  Progress progress(args.json, llm.active());
   SearchContext context;
-  context.problem = &*problem;
-  context.evaluator = evaluator->get();
+  context.problem = &problem;
+  context.evaluator = &evaluator;
   context.ideas = ideas.get();
   context.brancher = brancher.get();
+  if (session) context.observers.push_back(session->observer());
   context.observers.push_back(&progress);
   context.cancel = &g_interrupted;
   std::signal(SIGINT, OnSigint);
   auto summary = searcher->Run(context);
   std::signal(SIGINT, SIG_DFL);
   progress.Finish();
+  Status recorded_status = session ? session->Finish(summary) : Status::Ok();
   if (!summary.ok()) return ReportError(summary.status());
+  // The best timed kernel goes to the kernel cache beside the run, where an
+  // engine's KernelRunner finds it (kept only if faster than the entry there).
+  if (store && summary->best && summary->best->evaluation.timing) {
+    KernelCache cache(*store);
+    auto put = cache.PutBest(problem, evaluator.device(), *summary->best, session->run_id());
+    if (!put.ok()) {
+      std::cerr << "ksearch: note: the best kernel was not cached: " << put.status().message()
+                << "\n";
+    } else if (*put && !args.json) {
+      std::cerr << "ksearch: the best kernel is now the cached one for " << problem.name << " on "
+                << evaluator.device().name << "\n";
+    }
+  }
   if (args.json) {
-    PrintJson(*summary);
+    PrintJson(*summary, session ? session->run_id() : 0);
   } else {
     std::cout << summary->FullReport();
-    if (summary->repairs > 0) std::cout << "repairs: " << summary->repairs << "\n";
-    if (!summary->notes.empty()) {
-      std::cout << "notes (" << summary->notes.size() << "):\n";
-      size_t shown = std::min<size_t>(summary->notes.size(), 20);
-      for (size_t i = 0; i < shown; ++i) std::cout << "  " << summary->notes[i] << "\n";
-      if (shown < summary->notes.size()) {
-        std::cout << "  … " << summary->notes.size() - shown << " more (--json lists all)\n";
-      }
-    }
     if (summary->best) {
       std::cout << "best plan: " << summary->best->candidate.plan.ToJson() << "\n";
     }
   }
+  if (session) {
+    std::cerr << "ksearch: run " << session->run_id() << " recorded in " << store->path();
+    if (session->reused_evaluations() > 0 || session->reused_replies() > 0) {
+      std::cerr << " (reused from earlier sessions: " << session->reused_evaluations()
+                << " judged kernels, " << session->reused_replies() << " LLM replies)";
+    }
+    std::cerr << "; see 'ksearch show " << session->run_id() << "'";
+    if (summary->termination == TerminationReason::kInterrupted) {
+      std::cerr << ", continue with 'ksearch resume " << session->run_id() << "'";
+    }
+    std::cerr << "\n";
+  }
+  if (!recorded_status.ok()) return ReportError(recorded_status);
   if (summary->termination == TerminationReason::kInterrupted) return kExitInterrupted;
   if (summary->termination == TerminationReason::kFailed) return kExitFailure;
   return summary->best ? kExitOk : kExitRejected;
+}
+
+// The arguments after "run" on this command line, without the ones that
+// choose the database or the GPUs (a resume chooses those afresh).
+std::vector<std::string> RecordedArguments() {
+  const std::vector<std::string>& all = CommandLine();
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < all.size() && all[i] != "run") ++i;
+  for (++i; i < all.size(); ++i) {
+    const std::string& a = all[i];
+    if (a == "--db" || a == "--gpus" || a == "--device") {
+      ++i;  // and its value
+      continue;
+    }
+    if (a.starts_with("--db=") || a.starts_with("--gpus=") || a.starts_with("--device=") ||
+        a == "--in-process" || a == "--no-db") {
+      continue;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+int RunSearch(const RunArgs& args) {
+  if (args.resume > 0) return kExitUsage;  // handled by ResumeSearch
+  if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
+  if (args.problem.empty()) {
+    return ReportError(InvalidArgumentError("ksearch run needs a PROBLEM (or --resume RUN)"));
+  }
+  auto problem = LoadWithDims(args.problem, args.dims);
+  if (!problem.ok()) return ReportError(problem.status());
+  if (!args.compile_only) {
+    std::string why;
+    if (!CudaDriverAvailable(&why)) {
+      return ReportError(FailedPreconditionError(
+          why + "; run on a machine with an NVIDIA GPU, or add --compile-only --arch sm_90"));
+    }
+  }
+  // The store first: a database that cannot be written should stop the run
+  // before any GPU time is spent.
+  std::unique_ptr<Store> store;
+  if (!args.no_db) {
+    auto opened = Store::Open(DbPath(args));
+    if (!opened.ok()) {
+      return ReportError(Status(opened.status().code(),
+                                opened.status().message() + " (or run with --no-db)"));
+    }
+    store = std::move(*opened);
+  }
+  auto evaluator = MakeEvaluator(args, *problem);
+  if (!evaluator.ok()) return ReportError(evaluator.status());
+  std::unique_ptr<RunSession> session;
+  if (store) {
+    RunSettings settings;
+    settings.strategy = args.strategy;
+    settings.options_json = ArgvToOptionsJson(RecordedArguments());
+    settings.seed = args.seed;
+    settings.device = (*evaluator)->device();
+    auto begun = BeginRun(*store, *problem, settings, MakeSessionOptions(args));
+    if (!begun.ok()) return ReportError(begun.status());
+    session = std::move(*begun);
+    if (!args.json) {
+      std::cerr << "ksearch: recording run " << session->run_id() << " in " << store->path()
+                << "\n";
+    }
+  }
+  int code = Search(args, *problem, **evaluator, store.get(), session.get());
+  session.reset();
+  return code;
+}
+
+void AddRunOptions(CLI::App& cmd, RunArgs& args) {
+  cmd.add_option("PROBLEM", args.problem, "built-in name (see 'ksearch problems') or path");
+  cmd.add_option("--strategy", args.strategy,
+                 "branch: ideas + parallel branches (the method); refine: one candidate at a "
+                 "time; tune: offline tuning of the problem's templates")
+      ->capture_default_str();
+  cmd.add_option("--llm", args.llm,
+                 "openai:MODEL, anthropic:MODEL, mock, replay:FILE, or catalog (offline "
+                 "parameter moves; the default for branch and refine)");
+  cmd.add_option("--base-url", args.base_url,
+                 "server URL (default: $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL, else the provider's)");
+  cmd.add_option("--prices", args.prices,
+                 "price table JSON (docs/llm.md) for costs and --budget-usd");
+  cmd.add_option("--record", args.record,
+                 "also append every LLM exchange to this JSONL file (for replay:)");
+  cmd.add_option("--prompts", args.prompts,
+                 "folder of prompt templates overriding the built-in ones");
+  cmd.add_option("--mock-script", args.mock_script, "with --llm mock: a mock script (docs/llm.md)");
+  cmd.add_option("--rounds", args.rounds, "rounds to run (0: until another budget ends)")
+      ->capture_default_str();
+  cmd.add_option("--seeds", args.seeds, "branch: k, correct kernels seeding each round")
+      ->capture_default_str();
+  cmd.add_option("--ideas", args.ideas, "branch: n, ideas per seed per round")
+      ->capture_default_str();
+  cmd.add_option("--branches", args.branches, "branch: b, implementations per idea")
+      ->capture_default_str();
+  cmd.add_flag("--repair", args.repair,
+               "branch: give a branch that fails to compile or is wrong one fix attempt");
+  cmd.add_flag("--idea-per-step", args.idea_per_step,
+               "refine: ask for an idea before each revision (two requests per candidate)");
+  cmd.add_option("--max-in-flight", args.max_in_flight, "LLM requests in flight at most")
+      ->capture_default_str();
+  cmd.add_option("--batch", args.batch, "tune: candidates judged per round")->capture_default_str();
+  cmd.add_option("--tune-method", args.tune_method, "tune: random, annealing or halving")
+      ->capture_default_str();
+  cmd.add_option("--max-candidates", args.max_candidates, "stop after this many candidates");
+  cmd.add_option("--budget-tokens", args.budget_tokens, "stop after this many LLM tokens");
+  cmd.add_option("--budget-usd", args.budget_usd,
+                 "stop after this much LLM spending (needs --prices)");
+  cmd.add_option("--budget-minutes", args.budget_minutes, "stop after this much wall time");
+  cmd.add_option("--budget-gpu-minutes", args.budget_gpu_minutes,
+                 "stop after this much evaluator time");
+  cmd.add_option("--target-speedup", args.target_speedup,
+                 "stop once the best beats the baseline by this");
+  cmd.add_option("--dims", args.dims, "override problem dims, e.g. rows=256,cols=1024");
+  cmd.add_flag("--compile-only", args.compile_only,
+               "run the loop without a GPU, judging up to compilation and plan checks (needs "
+               "--arch)");
+  cmd.add_option("--arch", args.arch, "compile target, e.g. sm_90 (default: the GPU's)");
+  cmd.add_option("--seed", args.seed, "seed for every random choice")->capture_default_str();
+  cmd.add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
+  cmd.add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per candidate")
+      ->capture_default_str();
+  cmd.add_flag("--json", args.json,
+               "print the summary and the search tree as JSON (no progress line)");
+}
+
+// `ksearch resume RUN` and `ksearch run --resume RUN`: the run's problem and
+// flags come from the store; --db, --gpus, --device and --in-process may be
+// chosen again (another host, other GPUs).
+int ResumeSearch(const RunArgs& given) {
+  auto store = Store::Open(DbPath(given));
+  if (!store.ok()) return ReportError(store.status());
+  auto session = ResumeRun(**store, given.resume, MakeSessionOptions(given));
+  if (!session.ok()) {
+    // "already completed", "still running": the request, not the machine, is
+    // at fault (exit 2, not the no-GPU exit 3).
+    if (session.status().code() == StatusCode::kFailedPrecondition) {
+      return ReportError(InvalidArgumentError(session.status().message()));
+    }
+    return ReportError(session.status());
+  }
+  auto argv = ArgvFromOptionsJson((*session)->run().options_json);
+  if (!argv.ok()) return ReportError(argv.status());
+
+  RunArgs args;
+  CLI::App parser{"ksearch run (as recorded)", "ksearch run"};
+  AddRunOptions(parser, args);
+  std::vector<std::string> reversed(argv->rbegin(), argv->rend());
+  try {
+    parser.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return ReportError(DataLossError("run " + std::to_string(given.resume) +
+                                     ": its recorded flags no longer parse (" + e.what() + ")"));
+  }
+  args.db = given.db;
+  args.resume = given.resume;
+  args.gpus = given.gpus;
+  args.device = given.device;
+  args.in_process = given.in_process;
+  if (given.json) args.json = true;
+  if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
+  auto problem = (*session)->problem();
+  if (!problem.ok()) return ReportError(problem.status());
+  if (!args.compile_only) {
+    std::string why;
+    if (!CudaDriverAvailable(&why)) {
+      return ReportError(FailedPreconditionError(why + "; run " + std::to_string(args.resume) +
+                                                 " needs a GPU to go on"));
+    }
+  }
+  auto evaluator = MakeEvaluator(args, *problem);
+  if (!evaluator.ok()) return ReportError(evaluator.status());
+  if (!args.json) {
+    std::cerr << "ksearch: resuming run " << args.resume << " (" << (*session)->run().problem_name
+              << ", " << args.strategy << ") from " << (*store)->path() << "\n";
+  }
+  int code = Search(args, *problem, **evaluator, store->get(), session->get());
+  session->reset();
+  return code;
+}
+
+void AddSelectionOptions(CLI::App& cmd, RunArgs& args) {
+  cmd.add_option("--gpus", args.gpus,
+                 "GPUs to judge on, one isolated worker process each, e.g. 0,1 (default: all)");
+  cmd.add_flag("--in-process", args.in_process,
+               "judge in this process on --device (no isolation: a crashing kernel ends the "
+               "search; for trusted templates)");
+  cmd.add_option("--device", args.device, "CUDA device ordinal for --in-process")
+      ->capture_default_str();
+  cmd.add_option("--db", args.db,
+                 "the ksearch database to record in (default: $KSEARCH_DB, else ./ksearch.db)");
 }
 
 }  // namespace
@@ -462,79 +770,54 @@ int RunSearch(const RunArgs& args) {
 void AddRunCommand(CLI::App& app, int* exit_code) {
   static RunArgs args;
   auto* cmd = app.add_subcommand("run", "Search for a faster kernel for a problem");
-  cmd->add_option("PROBLEM", args.problem, "built-in name (see 'ksearch problems') or path")
-      ->required();
-  cmd->add_option("--strategy", args.strategy,
-                  "branch: ideas + parallel branches (the method); refine: one candidate at a "
-                  "time; tune: offline tuning of the problem's templates")
-      ->capture_default_str();
-  cmd->add_option("--llm", args.llm,
-                  "openai:MODEL, anthropic:MODEL, mock, replay:FILE, or catalog (offline "
-                  "parameter moves; the default for branch and refine)");
-  cmd->add_option(
-      "--base-url", args.base_url,
-      "server URL (default: $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL, else the provider's)");
-  cmd->add_option("--prices", args.prices,
-                  "price table JSON (docs/llm.md) for costs and --budget-usd");
-  cmd->add_option("--record", args.record,
-                  "append every LLM exchange to this JSONL file (for replay:)");
-  cmd->add_option("--prompts", args.prompts,
-                  "folder of prompt templates overriding the built-in ones");
-  cmd->add_option("--mock-script", args.mock_script,
-                  "with --llm mock: a mock script (docs/llm.md)");
-  cmd->add_option("--rounds", args.rounds, "rounds to run (0: until another budget ends)")
-      ->capture_default_str();
-  cmd->add_option("--seeds", args.seeds, "branch: k, correct kernels seeding each round")
-      ->capture_default_str();
-  cmd->add_option("--ideas", args.ideas, "branch: n, ideas per seed per round")
-      ->capture_default_str();
-  cmd->add_option("--branches", args.branches, "branch: b, implementations per idea")
-      ->capture_default_str();
-  cmd->add_flag("--repair", args.repair,
-                "branch: give a branch that fails to compile or is wrong one fix attempt");
-  cmd->add_flag("--idea-per-step", args.idea_per_step,
-                "refine: ask for an idea before each revision (two requests per candidate)");
-  cmd->add_option("--max-in-flight", args.max_in_flight, "LLM requests in flight at most")
-      ->capture_default_str();
-  cmd->add_option("--batch", args.batch, "tune: candidates judged per round")
-      ->capture_default_str();
-  cmd->add_option("--tune-method", args.tune_method, "tune: random, annealing or halving")
-      ->capture_default_str();
-  cmd->add_option("--max-candidates", args.max_candidates, "stop after this many candidates");
-  cmd->add_option("--budget-tokens", args.budget_tokens, "stop after this many LLM tokens");
-  cmd->add_option("--budget-usd", args.budget_usd,
-                  "stop after this much LLM spending (needs --prices)");
-  cmd->add_option("--budget-minutes", args.budget_minutes, "stop after this much wall time");
-  cmd->add_option("--budget-gpu-minutes", args.budget_gpu_minutes,
-                  "stop after this much evaluator time");
-  cmd->add_option("--target-speedup", args.target_speedup,
-                  "stop once the best beats the baseline by this");
-  cmd->add_option("--dims", args.dims, "override problem dims, e.g. rows=256,cols=1024");
-  cmd->add_flag(
-      "--compile-only", args.compile_only,
-      "run the loop without a GPU, judging up to compilation and plan checks (needs --arch)");
-  cmd->add_option("--arch", args.arch, "compile target, e.g. sm_90 (default: the GPU's)");
-  cmd->add_option("--device", args.device, "CUDA device ordinal")->capture_default_str();
-  cmd->add_option("--seed", args.seed, "seed for every random choice")->capture_default_str();
-  cmd->add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
-  cmd->add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per candidate")
-      ->capture_default_str();
-  cmd->add_flag("--json", args.json,
-                "print the summary and the search tree as JSON (no progress line)");
+  AddRunOptions(*cmd, args);
+  AddSelectionOptions(*cmd, args);
+  cmd->add_flag("--no-db", args.no_db, "do not record the run (it cannot be resumed)");
+  cmd->add_option("--resume", args.resume,
+                  "continue run RUN of the database with its recorded problem and flags (as "
+                  "'ksearch resume RUN')");
   cmd->footer(
+      "Every run is recorded in the database (--db): a run stopped by Ctrl-C, a crash or\n"
+      "SIGKILL continues with 'ksearch resume RUN' without judging a finished kernel or\n"
+      "buying an LLM reply twice. Kernels are judged in isolated worker processes, one per\n"
+      "GPU (--gpus); a kernel that crashes or hangs costs one evaluation, not the search.\n"
       "Ctrl-C stops gracefully: work in flight is finished or cancelled, everything is\n"
       "recorded and the summary is printed. API keys come from $OPENAI_API_KEY or\n"
       "$ANTHROPIC_API_KEY, never from the command line.\n\n"
       "Examples:\n"
-      "  ksearch run softmax                           tune softmax's templates on GPU 0\n"
-      "  ksearch run matmul --tune-method annealing --rounds 10 --batch 32\n"
+      "  ksearch run softmax                           tune softmax's templates on every GPU\n"
+      "  ksearch run matmul --tune-method annealing --rounds 10 --batch 32 --gpus 0,1\n"
       "  ksearch run softmax --strategy branch --llm openai:gpt-4o --rounds 4 --seeds 2\n"
-      "      --ideas 4 --branches 4 --budget-usd 5 --prices prices.json --record run.jsonl\n"
+      "      --ideas 4 --branches 4 --budget-usd 5 --prices prices.json\n"
       "  ksearch run softmax --strategy branch --llm replay:run.jsonl   replay a run offline\n"
       "  ksearch run softmax --strategy branch                          offline: catalog ideas\n"
       "  ksearch run softmax --strategy branch --llm mock --compile-only --arch sm_90\n"
-      "                                                exercise the loop without a GPU or model");
-  cmd->callback([exit_code] { *exit_code = RunSearch(args); });
+      "                                                exercise the loop without a GPU or model\n"
+      "  ksearch resume 3                              continue run 3 after a kill");
+  cmd->callback([exit_code] {
+    *exit_code = args.resume > 0 ? ResumeSearch(args) : RunSearch(args);
+  });
+}
+
+void AddResumeCommand(CLI::App& app, int* exit_code) {
+  static RunArgs args;
+  auto* cmd = app.add_subcommand(
+      "resume", "Continue a recorded run that was interrupted, killed or failed");
+  cmd->add_option("RUN", args.resume, "run number, as 'ksearch list' shows it")->required();
+  AddSelectionOptions(*cmd, args);
+  cmd->add_flag("--take-over", args.take_over,
+                "resume although the run says it is running (its process is known to be gone)");
+  cmd->add_flag("--reopen", args.reopen, "continue a completed run (to extend it)");
+  cmd->add_flag("--json", args.json, "print the summary as JSON");
+  cmd->footer(
+      "The run's problem, strategy, seed and flags come from the database. Kernels judged\n"
+      "and LLM replies received before the interruption are reused, so the search replays\n"
+      "quickly to where it stopped and goes on from there.\n\n"
+      "Examples:\n"
+      "  ksearch list                       find the run\n"
+      "  ksearch resume 3                   continue run 3 of ./ksearch.db\n"
+      "  ksearch resume 3 --db runs.db --gpus 1");
+  cmd->callback([exit_code] { *exit_code = ResumeSearch(args); });
 }
 
 }  // namespace ksearch::cli

@@ -6,8 +6,14 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 #include "ksearch/status.h"
+
+namespace ksearch {
+class MockLlmServer;
+struct Problem;
+}  // namespace ksearch
 
 namespace ksearch::cli {
 
@@ -24,8 +30,20 @@ enum ExitCode {
 void AddEvalCommand(CLI::App& app, int* exit_code);
 void AddProblemsCommand(CLI::App& app, int* exit_code);
 void AddRunCommand(CLI::App& app, int* exit_code);
+void AddResumeCommand(CLI::App& app, int* exit_code);
+void AddMockLlmCommand(CLI::App& app, int* exit_code);
+
+// Scripts a mock model from the problem itself (`--llm mock`, `ksearch
+// mock-llm --problem`): idea replies name "mock variants" (the starting kernel
+// and points of the problem's templates), branch replies return the variant
+// the idea names, shifted by the branch number so that branches differ.
+Status ScriptMockFromProblem(MockLlmServer& mock, const Problem& problem, int rounds, int branches);
 // list, show, best, export, report (cmd_store.cc).
 void AddStoreCommands(CLI::App& app, int* exit_code);
+
+// The process's arguments, argv[0] included (recorded with a run so that a
+// resume can parse them again).
+const std::vector<std::string>& CommandLine();
 
 // Prints "ksearch: MESSAGE" to stderr and maps the status to an exit code.
 int ReportError(const Status& status);

@@ -1,11 +1,19 @@
 // ksearch: the command-line front end of the SDK.
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "ksearch/evaluator.h"
 #include "ksearch/version.h"
 
 namespace ksearch::cli {
+
+namespace {
+std::vector<std::string> g_command_line;
+}  // namespace
+
+const std::vector<std::string>& CommandLine() { return g_command_line; }
 
 int ReportError(const Status& status) {
   std::cerr << "ksearch: " << status.message() << "\n";
@@ -23,6 +31,7 @@ int ReportError(const Status& status) {
 
 int main(int argc, char** argv) {
   using namespace ksearch::cli;
+  g_command_line.assign(argv, argv + argc);
   CLI::App app{"ksearch — search for fast CUDA kernels.\n\n"
                "A search compiles candidate kernels with NVRTC, checks them against a trusted\n"
                "reference on several input distributions and times them on the GPU; the fastest\n"
@@ -43,6 +52,8 @@ int main(int argc, char** argv) {
       "Run 'ksearch COMMAND --help' for a command's options.");
   int exit_code = kExitOk;
   AddRunCommand(app, &exit_code);
+  AddResumeCommand(app, &exit_code);
+  AddMockLlmCommand(app, &exit_code);
   AddEvalCommand(app, &exit_code);
   AddProblemsCommand(app, &exit_code);
   AddStoreCommands(app, &exit_code);

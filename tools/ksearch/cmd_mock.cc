@@ -1,0 +1,134 @@
+// `ksearch mock-llm`: a scripted OpenAI-compatible and Anthropic server on
+// loopback, for trying a search, a prompt set or a client without a model.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "ksearch/llm.h"
+
+namespace ksearch::cli {
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+
+void OnStopSignal(int) { g_stop = 1; }
+
+struct MockArgs {
+  std::string address = "127.0.0.1";
+  int port = 0;
+  std::string script;
+  std::string problem;
+  int rounds = 6;
+  int branches = 4;
+  double latency_ms = 0.0;
+  double fault_rate = 0.0;
+  uint64_t seed = 1;
+  std::string api_key_env;
+  bool tls = false;
+};
+
+int ServeMock(const MockArgs& args) {
+  if (args.script.empty() == args.problem.empty()) {
+    return ReportError(InvalidArgumentError(
+        "mock-llm needs exactly one of --script FILE or --problem NAME"));
+  }
+  if (args.port < 0 || args.port > 65535) {
+    return ReportError(InvalidArgumentError("--port " + std::to_string(args.port) +
+                                            ": expected 0 (any free port) to 65535"));
+  }
+  if (args.fault_rate < 0.0 || args.fault_rate > 1.0) {
+    return ReportError(InvalidArgumentError("--fault-rate " + std::to_string(args.fault_rate) +
+                                            ": expected a fraction from 0 to 1"));
+  }
+  MockLlmServer::Options options;
+  options.address = args.address;
+  options.port = static_cast<uint16_t>(args.port);
+  options.latency_ms = args.latency_ms;
+  options.fault_rate = args.fault_rate;
+  options.seed = args.seed;
+  if (!args.api_key_env.empty()) {
+    const char* key = std::getenv(args.api_key_env.c_str());
+    if (key == nullptr || *key == '\0') {
+      return ReportError(InvalidArgumentError("--require-key-env " + args.api_key_env +
+                                              ": that environment variable is not set"));
+    }
+    options.required_api_key = key;
+  }
+  if (args.tls) {
+    auto credentials = GenerateSelfSignedCertificate({args.address, "localhost"});
+    if (!credentials.ok()) return ReportError(credentials.status());
+    options.tls = std::move(*credentials);
+  }
+  auto server = MockLlmServer::Start(std::move(options));
+  if (!server.ok()) return ReportError(server.status());
+  if (!args.script.empty()) {
+    if (Status loaded = (*server)->LoadScript(args.script); !loaded.ok()) return ReportError(loaded);
+  } else {
+    auto problem = LoadWithDims(args.problem, "");
+    if (!problem.ok()) return ReportError(problem.status());
+    Status scripted = ScriptMockFromProblem(**server, *problem, args.rounds, args.branches);
+    if (!scripted.ok()) return ReportError(scripted);
+  }
+  std::cout << "mock model listening (Ctrl-C to stop)\n"
+            << "  OpenAI-compatible:  OPENAI_BASE_URL=" << (*server)->openai_base_url()
+            << "   ksearch run ... --llm openai:mock\n"
+            << "  Anthropic:          ANTHROPIC_BASE_URL=" << (*server)->base_url()
+            << "   ksearch run ... --llm anthropic:mock\n";
+  if (args.tls) {
+    std::cout << "  (self-signed certificate: clients must be told to trust it)\n";
+  }
+  std::cout << std::flush;
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
+  while (g_stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  MockLlmServer::Counters counters = (*server)->counters();
+  (*server)->Stop();
+  std::cout << "served " << counters.requests << " requests on " << counters.connections
+            << " connections (" << counters.faults << " injected faults)\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddMockLlmCommand(CLI::App& app, int* exit_code) {
+  static MockArgs args;
+  auto* cmd = app.add_subcommand(
+      "mock-llm", "Serve a scripted model on loopback (OpenAI-compatible and Anthropic APIs)");
+  cmd->add_option("--script", args.script,
+                  "mock script JSON: default reply, a queue, rules matched on the prompt "
+                  "(docs/llm.md)");
+  cmd->add_option("--problem", args.problem,
+                  "script the replies from a problem instead: ideas name variants of its "
+                  "starting kernel and templates, branches return them");
+  cmd->add_option("--rounds", args.rounds, "with --problem: rounds scripted")->capture_default_str();
+  cmd->add_option("--branches", args.branches, "with --problem: branches per idea scripted")
+      ->capture_default_str();
+  cmd->add_option("--address", args.address, "address to listen on (keep it on loopback)")
+      ->capture_default_str();
+  cmd->add_option("--port", args.port, "port (0: any free one, printed at start)")
+      ->capture_default_str();
+  cmd->add_option("--latency-ms", args.latency_ms, "think time added to every reply")
+      ->capture_default_str();
+  cmd->add_option("--fault-rate", args.fault_rate,
+                  "fraction of requests answered with a transient fault (429, 500, 503, reset)")
+      ->capture_default_str();
+  cmd->add_option("--seed", args.seed, "seed of the fault choice")->capture_default_str();
+  cmd->add_option("--require-key-env", args.api_key_env,
+                  "refuse requests (401) without the API key held in this environment variable");
+  cmd->add_flag("--tls", args.tls, "serve HTTPS with a fresh self-signed certificate");
+  cmd->footer(
+      "Examples:\n"
+      "  ksearch mock-llm --problem softmax --port 8089\n"
+      "  OPENAI_BASE_URL=http://127.0.0.1:8089/v1 ksearch run softmax --strategy branch \\\n"
+      "      --llm openai:mock --compile-only --arch sm_90\n"
+      "  ksearch mock-llm --script my_script.json --latency-ms 2000 --fault-rate 0.1\n"
+      "                                    rehearse slow, flaky providers");
+  cmd->callback([exit_code] { *exit_code = ServeMock(args); });
+}
+
+}  // namespace ksearch::cli
