@@ -15,18 +15,27 @@ build=$root/.gpu-build
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKSEARCH_BUILD_EXAMPLES=OFF \
       '-DCMAKE_BUILD_RPATH=$ORIGIN;/usr/local/cuda/lib64' >/dev/null
 cmake --build "$build" -j"$(nproc)" --target ksearch_cli ksearch_gpu_tests ksearch_problems_gpu_tests \
-      ksearch_bench_eval ksearch_worker ksearch_worker_gpu_tests ksearch_bench_worker
+      ksearch_bench_eval ksearch_worker ksearch_worker_gpu_tests ksearch_bench_worker \
+      ksearch_bench_queue
 rm -rf "$out"
 mkdir -p "$out"
 cp "$build/tools/ksearch/ksearch" "$build/tests/eval/ksearch_gpu_tests" \
    "$build/tests/problems/ksearch_problems_gpu_tests" "$build/bench/ksearch_bench_eval" \
    "$build/tools/worker/ksearch-worker" "$build/tests/worker/ksearch_worker_gpu_tests" \
-   "$build/bench/worker/ksearch_bench_worker" "$out/"
+   "$build/bench/worker/ksearch_bench_worker" "$build/bench/queue/ksearch_bench_queue" "$out/"
 cp -L "$build/lib/libksearch.so.0.1" "$out/"
-for lib in libboost_json.so.1.81.0 libsimdjson.so.14; do
+for lib in libboost_json.so.1.81.0 libsimdjson.so.14 libhiredis.so.0.14; do
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$out/"
 done
 strip --strip-unneeded "$out"/*
+# The GPU host has no Redis: bench/queue/gpu_compare.sh runs this one, with
+# the libraries it links beside it, used only where the host lacks them.
+mkdir -p "$out/redis/lib"
+cp -L /usr/bin/redis-server "$out/redis/"
+for lib in $(ldd /usr/bin/redis-server | awk '$3 ~ /^\// {print $3}'); do
+  case $(basename "$lib") in libc.so.*|libm.so.*|libstdc++.so.*|libgcc_s.so.*) ;; *) cp -L "$lib" "$out/redis/lib/" ;; esac
+done
+cp "$root/bench/queue/gpu_compare.sh" "$out/"
 cat > "$out/run-gpu-tests.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs the GPU tests and the evaluator benchmark from this bundle. Each hang

@@ -9,6 +9,7 @@ packages=(
   libsimdjson-dev libssl-dev libsqlite3-dev
   libgtest-dev libgmock-dev libcli11-dev
   ca-certificates
+  redis-server libhiredis-dev  # the Redis work queue (lib/queue) and its tests
   chromium  # headless rendering check of the HTML report (tests/store)
 )
 

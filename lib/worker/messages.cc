@@ -77,44 +77,6 @@ StatusOr<EvaluatorOptions> OptionsFromNode(const JsonNode& n) {
   return o;
 }
 
-boost::json::object CandidateToJson(const Candidate& c) {
-  return {
-      {"id", c.id},
-      {"source", c.source},
-      {"plan", c.plan.ToJson()},
-      {"compile_options", boost::json::array(c.compile_options.begin(), c.compile_options.end())},
-      {"provenance",
-       {{"parent_id", c.provenance.parent_id},
-        {"idea_id", c.provenance.idea_id},
-        {"round", c.provenance.round},
-        {"generator", c.provenance.generator}}}};
-}
-
-StatusOr<Candidate> CandidateFromNode(const JsonNode& n) {
-  Candidate c;
-  std::string plan;
-  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "id", &c.id));
-  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "source", &c.source));
-  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "plan", &plan));
-  KSEARCH_ASSIGN_OR_RETURN(c.plan, LaunchPlan::FromJson(plan, "candidate '" + c.id + "' plan"));
-  KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> options, n.Find("compile_options"));
-  if (options) {
-    KSEARCH_ASSIGN_OR_RETURN(std::vector<JsonNode> items, options->Array());
-    for (const JsonNode& item : items) {
-      KSEARCH_ASSIGN_OR_RETURN(std::string option, item.String());
-      c.compile_options.push_back(std::move(option));
-    }
-  }
-  KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> provenance, n.Find("provenance"));
-  if (provenance) {
-    KSEARCH_RETURN_IF_ERROR(ReadMember(*provenance, "parent_id", &c.provenance.parent_id));
-    KSEARCH_RETURN_IF_ERROR(ReadMember(*provenance, "idea_id", &c.provenance.idea_id));
-    KSEARCH_RETURN_IF_ERROR(ReadMember(*provenance, "round", &c.provenance.round));
-    KSEARCH_RETURN_IF_ERROR(ReadMember(*provenance, "generator", &c.provenance.generator));
-  }
-  return c;
-}
-
 boost::json::object CompiledToJson(const CompileResult& r) {
   boost::json::array resources;
   for (const KernelResources& k : r.resources) {
@@ -176,6 +138,45 @@ StatusOr<uint64_t> ReadSeq(const JsonNode& n) {
 }
 
 }  // namespace
+
+boost::json::object CandidateToJson(const Candidate& c) {
+  return {
+      {"id", c.id},
+      {"source", c.source},
+      {"plan", c.plan.ToJson()},
+      {"compile_options", boost::json::array(c.compile_options.begin(), c.compile_options.end())},
+      {"provenance",
+       {{"parent_id", c.provenance.parent_id},
+        {"idea_id", c.provenance.idea_id},
+        {"round", c.provenance.round},
+        {"generator", c.provenance.generator}}}};
+}
+
+StatusOr<Candidate> CandidateFromNode(const JsonNode& n) {
+  Candidate c;
+  std::string plan;
+  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "id", &c.id));
+  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "source", &c.source));
+  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "plan", &plan));
+  KSEARCH_ASSIGN_OR_RETURN(c.plan, LaunchPlan::FromJson(plan, "candidate '" + c.id + "' plan"));
+  KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> options, n.Find("compile_options"));
+  if (options) {
+    KSEARCH_ASSIGN_OR_RETURN(std::vector<JsonNode> items, options->Array());
+    for (const JsonNode& item : items) {
+      KSEARCH_ASSIGN_OR_RETURN(std::string option, item.String());
+      c.compile_options.push_back(std::move(option));
+    }
+  }
+  KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> provenance, n.Find("provenance"));
+  if (provenance) {
+    KSEARCH_RETURN_IF_ERROR(ReadMember(*provenance, "parent_id", &c.provenance.parent_id));
+    KSEARCH_RETURN_IF_ERROR(ReadMember(*provenance, "idea_id", &c.provenance.idea_id));
+    KSEARCH_RETURN_IF_ERROR(ReadMember(*provenance, "round", &c.provenance.round));
+    KSEARCH_RETURN_IF_ERROR(ReadMember(*provenance, "generator", &c.provenance.generator));
+  }
+  return c;
+}
+
 
 Frame Encode(const InitMessage& m) {
   return MakeFrame(MessageType::kInit,

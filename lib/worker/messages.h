@@ -21,6 +21,9 @@
 #include <optional>
 #include <string>
 
+#include <boost/json/object.hpp>
+
+#include "core/json_util.h"
 #include "cuda/compiler.h"
 #include "ksearch/candidate.h"
 #include "ksearch/evaluation.h"
@@ -82,6 +85,11 @@ Frame ShutdownFrame();
 
 // Each decoder checks the frame's type and its JSON. Errors: kInvalidArgument
 // naming the message and the field; kInternal for a frame of another type.
+// A candidate as JSON (id, source, plan, compile options, provenance), and
+// back; also the job format of the Redis queue (lib/queue).
+boost::json::object CandidateToJson(const Candidate& candidate);
+StatusOr<Candidate> CandidateFromNode(const JsonNode& node);
+
 StatusOr<InitMessage> DecodeInit(const Frame& frame);
 StatusOr<ReadyMessage> DecodeReady(const Frame& frame);
 StatusOr<FatalMessage> DecodeFatal(const Frame& frame);

@@ -113,6 +113,13 @@ TEST(CliRun, NoDbWritesNothingAndBadInputIsNamed) {
   EXPECT_EQ(Shell(kCli + " run softmax --gpus 0,x --compile-only --arch sm_90 --no-db", &out), 2);
   EXPECT_NE(out.find("'x' is not a GPU ordinal"), std::string::npos) << out;
   out.clear();
+  EXPECT_EQ(Shell(kCli + " run softmax --queue redis://127.0.0.1:9 --no-db", &out), 2) << out;
+  EXPECT_NE(out.find("--queue needs --arch"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(Shell(kCli + " run softmax --queue redis://127.0.0.1:9 --arch sm_90 --compile-only"
+                  " --no-db", &out), 2) << out;
+  EXPECT_NE(out.find("drop --in-process, --compile-only and --gpus"), std::string::npos) << out;
+  out.clear();
   dir.Write("junk.db", "this is not a database");
   EXPECT_EQ(Shell(kCli + " run softmax --compile-only --arch sm_90 --db " + dir.path() + "/junk.db",
                   &out), 2) << out;

@@ -15,6 +15,7 @@
 #include "ksearch/evaluator.h"
 #include "ksearch/llm.h"
 #include "ksearch/kernel_cache.h"
+#include "ksearch/queue.h"
 #include "ksearch/store.h"
 #include "ksearch/strategies.h"
 #include "ksearch/worker_pool.h"
@@ -127,6 +128,9 @@ struct RunArgs {
   // Which evaluator: the isolated worker pool (default) or in-process.
   std::string gpus;
   bool in_process = false;
+  // GPU hosts serving a Redis work queue instead of local GPUs.
+  std::string queue;
+  std::string queue_run;
   // The store.
   std::string db;
   bool no_db = false;
@@ -398,6 +402,17 @@ EvaluatorOptions MakeEvaluatorOptions(const RunArgs& args) {
 // or hangs its GPU costs one evaluation, not the search.
 StatusOr<std::unique_ptr<Evaluator>> MakeEvaluator(const RunArgs& args, const Problem& problem) {
   EvaluatorOptions options = MakeEvaluatorOptions(args);
+  if (!args.queue.empty()) {
+    QueueEvaluatorOptions queue;
+    queue.queue.url = args.queue;
+    queue.arch = args.arch;          // the workers' arch
+    queue.run_id = args.queue_run;   // the same name again collects earlier results
+    queue.evaluator = options;       // compile cache and limits for the local compiles
+    KSEARCH_ASSIGN_OR_RETURN(auto made, CreateQueueEvaluator(problem, queue));
+    std::cerr << "ksearch: judging through " << args.queue << " (queue run " << made->run_id()
+              << ")\n";
+    return std::unique_ptr<Evaluator>(std::move(made));
+  }
   if (args.compile_only || args.in_process) {
     KSEARCH_ASSIGN_OR_RETURN(auto local, CreateLocalEvaluator(problem, options));
     return std::unique_ptr<Evaluator>(std::move(local));
@@ -417,7 +432,10 @@ SessionOptions MakeSessionOptions(const RunArgs& args) {
   SessionOptions options;
   options.take_over_running = args.take_over;
   options.reopen_completed = args.reopen;
-  if (args.compile_only) {
+  if (!args.queue.empty()) {
+    // A fleet is idle unless many jobs are queued at once.
+    options.evaluation_chunk_size = std::max(64, args.batch);
+  } else if (args.compile_only) {
     options.evaluation_chunk_size = std::max(1, args.batch);
   } else if (args.in_process) {
     options.evaluation_chunk_size = 1;  // the in-process evaluator judges one at a time anyway
@@ -439,6 +457,15 @@ Status ValidateArgs(const RunArgs& args) {
   KSEARCH_RETURN_IF_ERROR(ParseGpus(args.gpus).status());
   if (args.in_process && !args.gpus.empty()) {
     return InvalidArgumentError("--in-process judges on one GPU: use --device N, not --gpus");
+  }
+  if (!args.queue.empty()) {
+    if (args.arch.empty()) {
+      return InvalidArgumentError("--queue needs --arch (the workers' GPUs, e.g. sm_90)");
+    }
+    if (args.in_process || args.compile_only || !args.gpus.empty()) {
+      return InvalidArgumentError(
+          "--queue judges on the workers' GPUs: drop --in-process, --compile-only and --gpus");
+    }
   }
   return Status::Ok();
 }
@@ -580,11 +607,12 @@ std::vector<std::string> RecordedArguments() {
   while (i < all.size() && all[i] != "run") ++i;
   for (++i; i < all.size(); ++i) {
     const std::string& a = all[i];
-    if (a == "--db" || a == "--gpus" || a == "--device") {
+    if (a == "--db" || a == "--gpus" || a == "--device" || a == "--queue" || a == "--queue-run") {
       ++i;  // and its value
       continue;
     }
     if (a.starts_with("--db=") || a.starts_with("--gpus=") || a.starts_with("--device=") ||
+        a.starts_with("--queue=") || a.starts_with("--queue-run=") ||
         a == "--in-process" || a == "--no-db") {
       continue;
     }
@@ -601,7 +629,7 @@ int RunSearch(const RunArgs& args) {
   }
   auto problem = LoadWithDims(args.problem, args.dims);
   if (!problem.ok()) return ReportError(problem.status());
-  if (!args.compile_only) {
+  if (!args.compile_only && args.queue.empty()) {
     std::string why;
     if (!CudaDriverAvailable(&why)) {
       return ReportError(FailedPreconditionError(
@@ -731,11 +759,13 @@ int ResumeSearch(const RunArgs& given) {
   args.gpus = given.gpus;
   args.device = given.device;
   args.in_process = given.in_process;
+  args.queue = given.queue;
+  args.queue_run = given.queue_run;
   if (given.json) args.json = true;
   if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
   auto problem = (*session)->problem();
   if (!problem.ok()) return ReportError(problem.status());
-  if (!args.compile_only) {
+  if (!args.compile_only && args.queue.empty()) {
     std::string why;
     if (!CudaDriverAvailable(&why)) {
       return ReportError(FailedPreconditionError(why + "; run " + std::to_string(args.resume) +
@@ -761,6 +791,12 @@ void AddSelectionOptions(CLI::App& cmd, RunArgs& args) {
                "search; for trusted templates)");
   cmd.add_option("--device", args.device, "CUDA device ordinal for --in-process")
       ->capture_default_str();
+  cmd.add_option("--queue", args.queue,
+                 "judge on GPU hosts serving this Redis instead (redis://HOST[:PORT][/DB]; needs "
+                 "--arch; see 'ksearch worker --help')");
+  cmd.add_option("--queue-run", args.queue_run,
+                 "with --queue: name of this search's results in Redis; the same name again "
+                 "collects them (default: random)");
   cmd.add_option("--db", args.db,
                  "the ksearch database to record in (default: $KSEARCH_DB, else ./ksearch.db)");
 }
@@ -793,7 +829,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "  ksearch run softmax --strategy branch                          offline: catalog ideas\n"
       "  ksearch run softmax --strategy branch --llm mock --compile-only --arch sm_90\n"
       "                                                exercise the loop without a GPU or model\n"
-      "  ksearch resume 3                              continue run 3 after a kill");
+      "  ksearch resume 3                              continue run 3 after a kill\n"
+      "  ksearch run matmul --queue redis://fleet:6379 --arch sm_90\n"
+      "                                                judge on GPU hosts running 'ksearch worker'");
   cmd->callback([exit_code] {
     *exit_code = args.resume > 0 ? ResumeSearch(args) : RunSearch(args);
   });

@@ -30,6 +30,8 @@ enum ExitCode {
 void AddEvalCommand(CLI::App& app, int* exit_code);
 void AddProblemsCommand(CLI::App& app, int* exit_code);
 void AddRunCommand(CLI::App& app, int* exit_code);
+// ksearch worker: serve a Redis work queue (cmd_worker.cc, docs/queue.md).
+void AddWorkerCommand(CLI::App& app, int* exit_code);
 void AddResumeCommand(CLI::App& app, int* exit_code);
 void AddMockLlmCommand(CLI::App& app, int* exit_code);
 

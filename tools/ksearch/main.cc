@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
       "Run 'ksearch COMMAND --help' for a command's options.");
   int exit_code = kExitOk;
   AddRunCommand(app, &exit_code);
+  AddWorkerCommand(app, &exit_code);
   AddResumeCommand(app, &exit_code);
   AddMockLlmCommand(app, &exit_code);
   AddEvalCommand(app, &exit_code);
