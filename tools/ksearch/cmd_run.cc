@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -600,29 +601,42 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
 
 // The arguments after "run" on this command line, without the ones that
 // choose the database or the GPUs (a resume chooses those afresh).
-std::vector<std::string> RecordedArguments() {
+// `extra` is appended (flags the run chose itself, such as its queue run id).
+std::vector<std::string> RecordedArguments(const std::vector<std::string>& extra) {
   const std::vector<std::string>& all = CommandLine();
   std::vector<std::string> out;
   size_t i = 0;
   while (i < all.size() && all[i] != "run") ++i;
   for (++i; i < all.size(); ++i) {
     const std::string& a = all[i];
-    if (a == "--db" || a == "--gpus" || a == "--device" || a == "--queue" || a == "--queue-run") {
+    if (a == "--db" || a == "--gpus" || a == "--device" || a == "--queue") {
       ++i;  // and its value
       continue;
     }
     if (a.starts_with("--db=") || a.starts_with("--gpus=") || a.starts_with("--device=") ||
-        a.starts_with("--queue=") || a.starts_with("--queue-run=") ||
+        a.starts_with("--queue=") ||
         a == "--in-process" || a == "--no-db") {
       continue;
     }
     out.push_back(a);
   }
+  out.insert(out.end(), extra.begin(), extra.end());
   return out;
 }
 
-int RunSearch(const RunArgs& args) {
-  if (args.resume > 0) return kExitUsage;  // handled by ResumeSearch
+int RunSearch(const RunArgs& given) {
+  if (given.resume > 0) return kExitUsage;  // handled by ResumeSearch
+  // Through a queue, the run names its results in Redis; recorded with the
+  // run, a resume collects what the workers finished while it was down.
+  RunArgs args = given;
+  std::vector<std::string> chosen;
+  if (!args.queue.empty() && args.queue_run.empty()) {
+    std::random_device random;
+    char id[32];
+    std::snprintf(id, sizeof(id), "ks-%08x%08x", random(), random());
+    args.queue_run = id;
+    chosen = {"--queue-run", args.queue_run};
+  }
   if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
   if (args.problem.empty()) {
     return ReportError(InvalidArgumentError("ksearch run needs a PROBLEM (or --resume RUN)"));
@@ -653,7 +667,7 @@ int RunSearch(const RunArgs& args) {
   if (store) {
     RunSettings settings;
     settings.strategy = args.strategy;
-    settings.options_json = ArgvToOptionsJson(RecordedArguments());
+    settings.options_json = ArgvToOptionsJson(RecordedArguments(chosen));
     settings.seed = args.seed;
     settings.device = (*evaluator)->device();
     auto begun = BeginRun(*store, *problem, settings, MakeSessionOptions(args));
@@ -729,6 +743,8 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
 // `ksearch resume RUN` and `ksearch run --resume RUN`: the run's problem and
 // flags come from the store; --db, --gpus, --device and --in-process may be
 // chosen again (another host, other GPUs).
+void AddSelectionOptions(CLI::App& cmd, RunArgs& args);
+
 int ResumeSearch(const RunArgs& given) {
   auto store = Store::Open(DbPath(given));
   if (!store.ok()) return ReportError(store.status());
@@ -747,6 +763,7 @@ int ResumeSearch(const RunArgs& given) {
   RunArgs args;
   CLI::App parser{"ksearch run (as recorded)", "ksearch run"};
   AddRunOptions(parser, args);
+  AddSelectionOptions(parser, args);  // --queue-run is recorded; the others are stripped
   std::vector<std::string> reversed(argv->rbegin(), argv->rend());
   try {
     parser.parse(reversed);
@@ -760,7 +777,7 @@ int ResumeSearch(const RunArgs& given) {
   args.device = given.device;
   args.in_process = given.in_process;
   args.queue = given.queue;
-  args.queue_run = given.queue_run;
+  if (!given.queue_run.empty()) args.queue_run = given.queue_run;
   if (given.json) args.json = true;
   if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
   auto problem = (*session)->problem();
