@@ -241,11 +241,32 @@ bool ParseRunStatus(std::string_view text, RunStatus* out) {
   return false;
 }
 
+namespace {
+
+// A killed process whose parent has not reaped it (a parent that does not
+// wait, or a container whose first process reaps nobody) still answers
+// kill(pid, 0); /proc says it is a zombie.
+bool IsZombie(int64_t pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return false;
+  char buffer[512];
+  size_t n = std::fread(buffer, 1, sizeof(buffer) - 1, f);
+  std::fclose(f);
+  buffer[n] = '\0';
+  // "PID (COMM) STATE …"; COMM may hold spaces and parentheses: the state
+  // follows the last ')'.
+  const char* close = std::strrchr(buffer, ')');
+  return close != nullptr && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+}
+
+}  // namespace
+
 bool RunInfo::LooksAbandoned() const {
   if (status != RunStatus::kRunning || pid <= 0) return false;
   if (host != internal::HostName()) return false;
   if (pid == ::getpid()) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  return IsZombie(pid);
 }
 
 std::string RunInfo::ToJson() const {

@@ -346,12 +346,17 @@ TEST(Store, TellsAKilledRunFromARunningOne) {
     spec.strategy = "tune";
     ::_exit(store.ok() && (*store)->CreateRun(spec).ok() ? 0 : 1);
   }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+  // Not reaped yet: the dead process is a zombie, which kill(pid, 0) still
+  // finds; it is abandoned all the same.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
   auto store = OpenOrDie(path);
   RunInfo killed = store->ListRuns()->front();
   EXPECT_EQ(killed.status, RunStatus::kRunning);
+  EXPECT_TRUE(killed.LooksAbandoned()) << "a zombie";
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
   EXPECT_TRUE(killed.LooksAbandoned());
   RunInfo alive = NewRunOrDie(*store, problem);
   EXPECT_FALSE(alive.LooksAbandoned());
