@@ -136,8 +136,9 @@ class QueueEvaluator : public Evaluator {
 
 // Connects, stores the problem's definition under its fingerprint and makes
 // sure the streams and consumer groups exist. Errors: kInvalidArgument (URL,
-// missing arch); kUnimplemented for rediss:// without TLS support in this
-// build; kUnavailable when Redis cannot be reached; kUnauthenticated /
+// missing arch; an unreadable $KSEARCH_REDIS_CA_FILE); kUnavailable when
+// Redis cannot be reached or its TLS certificate does not verify;
+// kUnauthenticated /
 // kPermissionDenied when it refuses the credentials.
 StatusOr<std::unique_ptr<QueueEvaluator>> CreateQueueEvaluator(
     const Problem& problem, const QueueEvaluatorOptions& options);

@@ -140,15 +140,13 @@ Status ErrorReplyStatus(const std::string& command, const std::string& text, con
 
 StatusOr<std::unique_ptr<Redis>> Redis::Connect(const QueueOptions& options) {
   KSEARCH_ASSIGN_OR_RETURN(RedisUrl url, ParseRedisUrl(options.url));
-#ifndef KSEARCH_HAVE_HIREDIS_SSL
-  if (url.tls)
-    return UnimplementedError(
-        "queue URL '" + options.url +
-        "': TLS (rediss://) needs hiredis_ssl, which this build's hiredis (Debian's "
-        "libhiredis 0.14) does not ship; reach Redis through a TLS tunnel (stunnel, ssh -L) with "
-        "a redis:// URL to the tunnel's local end (docs/queue.md)");
-#endif
   std::unique_ptr<Redis> redis(new Redis(options, url));
+#ifndef KSEARCH_HAVE_HIREDIS_SSL
+  // hiredis without TLS (Debian 12's 0.14): through a loopback relay.
+  if (url.tls) {
+    KSEARCH_ASSIGN_OR_RETURN(redis->relay_, TlsRelay::Start(url.host, url.port));
+  }
+#endif
   // The first connection is not retried for long: a wrong host should fail
   // fast, a restart in progress is the reconnect loop's business.
   KSEARCH_RETURN_IF_ERROR(redis->Open());
@@ -168,7 +166,8 @@ void Redis::Close() {
 Status Redis::Open() {
   Close();
   int connect_ms = std::max(1, int(options_.connect_timeout_seconds * 1000));
-  context_ = redisConnectWithTimeout(url_.host.c_str(), url_.port, ToTimeval(connect_ms));
+  context_ = relay_ ? redisConnectWithTimeout("127.0.0.1", relay_->local_port(), ToTimeval(connect_ms))
+                    : redisConnectWithTimeout(url_.host.c_str(), url_.port, ToTimeval(connect_ms));
   if (!context_ || context_->err) {
     std::string why = context_ ? context_->errstr : "out of memory";
     Close();
@@ -199,6 +198,7 @@ Status Redis::Open() {
         redisCommandArgv(context_, int(args.size()), args.data(), lengths.data()));
     if (!r) {
       std::string why = context_->errstr;
+      if (relay_ && !relay_->last_error().empty()) why = relay_->last_error();
       Close();
       return UnavailableError("Redis at " + url_.ToString() + ": " + shown + ": " + why);
     }
@@ -261,9 +261,15 @@ StatusOr<Reply> Redis::Command(const std::vector<std::string>& argv, int block_m
           return reply;
         }
       } else {
+        std::string why = context_->errstr;
+        // Through the TLS relay, the relay knows why: a certificate that
+        // does not verify will not verify on the next attempt either.
+        std::string relay_error = relay_ ? relay_->last_error() : "";
+        if (!relay_error.empty()) why = relay_error;
         last = UnavailableError("Redis at " + url_.ToString() + ": " +
-                                (argv.empty() ? "" : argv[0]) + ": " + context_->errstr);
+                                (argv.empty() ? "" : argv[0]) + ": " + why);
         Close();
+        if (relay_error.starts_with("TLS handshake")) return last;
       }
     }
     if (last.code() == StatusCode::kUnauthenticated || last.code() == StatusCode::kPermissionDenied)

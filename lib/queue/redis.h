@@ -19,6 +19,7 @@
 
 #include "ksearch/queue.h"
 #include "ksearch/status.h"
+#include "queue/tls_relay.h"
 
 struct redisContext;
 
@@ -60,6 +61,8 @@ class Redis {
 
   QueueOptions options_;
   RedisUrl url_;
+  // rediss:// without hiredis_ssl: hiredis talks to this relay on loopback.
+  std::unique_ptr<TlsRelay> relay_;
   redisContext* context_ = nullptr;
   int timeout_ms_ = -1;
 };

@@ -11,7 +11,9 @@
 #include <set>
 #include <thread>
 
+#include "ksearch/llm.h"
 #include "queue/redis.h"
+#include "test_util.h"
 #include "queue_test_util.h"
 
 namespace ksearch {
@@ -21,6 +23,7 @@ using internal::queue::Keys;
 using internal::queue::Reply;
 using testing::FakeWorker;
 using testing::RedisServer;
+using testing::TempDir;
 
 // Polls `done` every 20 ms for up to `seconds`; true when it held.
 template <typename F>
@@ -136,7 +139,7 @@ TEST(RedisUrlTest, ParsesAndExplains) {
   }
 }
 
-TEST(RedisUrlTest, UnreachableAndTlsErrorsSaySo) {
+TEST(RedisUrlTest, AnUnreachableHostAndAMissingArchSaySo) {
   auto problem = LoadProblem("softmax");
   ASSERT_TRUE(problem.ok());
   QueueEvaluatorOptions options;
@@ -150,14 +153,58 @@ TEST(RedisUrlTest, UnreachableAndTlsErrorsSaySo) {
       << evaluator.status().message();
   options.arch = "";
   EXPECT_EQ(CreateQueueEvaluator(*problem, options).status().code(), StatusCode::kInvalidArgument);
-#ifndef KSEARCH_HAVE_HIREDIS_SSL
-  options.arch = "sm_90";
-  options.queue.url = "rediss://127.0.0.1:1";
-  evaluator = CreateQueueEvaluator(*problem, options);
-  ASSERT_FALSE(evaluator.ok());
-  EXPECT_EQ(evaluator.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(evaluator.status().message().find("TLS"), std::string::npos);
-#endif
+}
+
+// rediss:// against a redis-server serving TLS only, with a certificate made
+// for the test: with its CA trusted (KSEARCH_REDIS_CA_FILE) commands go
+// through; without, the certificate is refused at once, saying so.
+TEST(RedisTls, ConnectsWithATrustedCertificateAndRefusesAnUntrustedOne) {
+  std::string binary = RedisServer::Binary();
+  if (binary.empty()) GTEST_SKIP() << "redis-server is not installed";
+  auto credentials = GenerateSelfSignedCertificate({"127.0.0.1"});
+  ASSERT_TRUE(credentials.ok()) << credentials.status().ToString();
+  TempDir dir;
+  dir.Write("cert.pem", credentials->certificate_pem);
+  dir.Write("key.pem", credentials->private_key_pem);
+  const int port = testing::FreeLoopbackPort();
+  pid_t server = testing::Spawn(
+      {binary, "--port", "0", "--tls-port", std::to_string(port), "--bind", "127.0.0.1",
+       "--tls-cert-file", dir.path() + "/cert.pem", "--tls-key-file", dir.path() + "/key.pem",
+       "--tls-ca-cert-file", dir.path() + "/cert.pem", "--tls-auth-clients", "no", "--save", "",
+       "--appendonly", "no", "--dir", dir.path(), "--logfile", dir.path() + "/redis.log"},
+      /*quiet=*/true);
+  ASSERT_GT(server, 0);
+  QueueOptions options;
+  options.url = "rediss://127.0.0.1:" + std::to_string(port);
+  options.connect_timeout_seconds = 2;
+  options.reconnect_timeout_seconds = 10;
+  ::setenv("KSEARCH_REDIS_CA_FILE", (dir.path() + "/cert.pem").c_str(), 1);
+  std::unique_ptr<internal::queue::Redis> redis;
+  for (int i = 0; i < 100 && !redis; ++i) {  // until the server listens
+    auto connected = internal::queue::Redis::Connect(options);
+    if (connected.ok()) redis = std::move(*connected);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(redis) << "no TLS connection to " << options.url;
+  ASSERT_TRUE(redis->Command({"SET", "k", "over tls"}).ok());
+  auto got = redis->Command({"GET", "k"});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->str, "over tls");
+
+  // Another CA: the server's certificate is not trusted.
+  auto other = GenerateSelfSignedCertificate({"127.0.0.1"});
+  ASSERT_TRUE(other.ok());
+  dir.Write("other.pem", other->certificate_pem);
+  ::setenv("KSEARCH_REDIS_CA_FILE", (dir.path() + "/other.pem").c_str(), 1);
+  auto refused = internal::queue::Redis::Connect(options);
+  ::unsetenv("KSEARCH_REDIS_CA_FILE");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("TLS handshake"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("certificate verify failed"), std::string::npos)
+      << refused.status().message();
+  testing::KillAndWait(server, SIGKILL);
 }
 
 TEST_F(QueueTest, WrongPasswordIsUnauthenticated) {
