@@ -448,6 +448,14 @@ SessionOptions MakeSessionOptions(const RunArgs& args) {
   return options;
 }
 
+// The driver check before any work: only searches judged on this machine's
+// GPUs need one (not --compile-only, not --queue).
+Status RequireLocalGpu(const RunArgs& args, const std::string& advice) {
+  std::string why;
+  if (args.compile_only || !args.queue.empty() || CudaDriverAvailable(&why)) return Status::Ok();
+  return FailedPreconditionError(why + "; " + advice);
+}
+
 std::string DbPath(const RunArgs& args) { return args.db.empty() ? Store::DefaultPath() : args.db; }
 
 Status ValidateArgs(const RunArgs& args) {
@@ -643,12 +651,10 @@ int RunSearch(const RunArgs& given) {
   }
   auto problem = LoadWithDims(args.problem, args.dims);
   if (!problem.ok()) return ReportError(problem.status());
-  if (!args.compile_only && args.queue.empty()) {
-    std::string why;
-    if (!CudaDriverAvailable(&why)) {
-      return ReportError(FailedPreconditionError(
-          why + "; run on a machine with an NVIDIA GPU, or add --compile-only --arch sm_90"));
-    }
+  if (Status gpu = RequireLocalGpu(
+          args, "run on a machine with an NVIDIA GPU, or add --compile-only --arch sm_90");
+      !gpu.ok()) {
+    return ReportError(gpu);
   }
   // The store first: a database that cannot be written should stop the run
   // before any GPU time is spent.
@@ -782,12 +788,10 @@ int ResumeSearch(const RunArgs& given) {
   if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
   auto problem = (*session)->problem();
   if (!problem.ok()) return ReportError(problem.status());
-  if (!args.compile_only && args.queue.empty()) {
-    std::string why;
-    if (!CudaDriverAvailable(&why)) {
-      return ReportError(FailedPreconditionError(why + "; run " + std::to_string(args.resume) +
-                                                 " needs a GPU to go on"));
-    }
+  if (Status gpu = RequireLocalGpu(args, "run " + std::to_string(args.resume) +
+                                              " needs a GPU to go on");
+      !gpu.ok()) {
+    return ReportError(gpu);
   }
   auto evaluator = MakeEvaluator(args, *problem);
   if (!evaluator.ok()) return ReportError(evaluator.status());

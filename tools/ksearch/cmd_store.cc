@@ -134,12 +134,15 @@ int ListCommand(const StoreArgs& args) {
   return kExitOk;
 }
 
+// RUN of the database, with everything it recorded (show, report).
+StatusOr<RunHistory> LoadRun(const StoreArgs& args) {
+  KSEARCH_ASSIGN_OR_RETURN(int64_t id, ParseRunId(args.run));
+  KSEARCH_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenForReading(DbPath(args)));
+  return store->LoadRunHistory(id, true);
+}
+
 int ShowCommand(const StoreArgs& args) {
-  auto id = ParseRunId(args.run);
-  if (!id.ok()) return Fail(id.status());
-  auto store = OpenForReading(DbPath(args));
-  if (!store.ok()) return Fail(store.status());
-  auto history = (*store)->LoadRunHistory(*id, true);
+  auto history = LoadRun(args);
   if (!history.ok()) return Fail(history.status());
   if (args.json) {
     std::cout << history->SummaryJson() << "\n";
@@ -255,18 +258,14 @@ int ExportCommand(const StoreArgs& args) {
 }
 
 int ReportCommand(const StoreArgs& args) {
-  auto id = ParseRunId(args.run);
-  if (!id.ok()) return Fail(id.status());
-  auto store = OpenForReading(DbPath(args));
-  if (!store.ok()) return Fail(store.status());
-  auto history = (*store)->LoadRunHistory(*id, true);
+  auto history = LoadRun(args);
   if (!history.ok()) return Fail(history.status());
   std::string html = RunReportHtml(*history);
   std::ofstream out(args.html, std::ios::binary | std::ios::trunc);
   if (!out || !(out << html) || !out.flush()) {
     return Fail(PermissionDeniedError("--html: cannot write '" + args.html + "'"));
   }
-  std::cout << "wrote " << args.html << " (" << html.size() / 1024 << " KiB): run " << *id << ", "
+  std::cout << "wrote " << args.html << " (" << html.size() / 1024 << " KiB): run " << history->run.id << ", "
             << history->entries.size() << " candidates\n";
   return kExitOk;
 }
