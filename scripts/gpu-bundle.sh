@@ -14,14 +14,15 @@ build=$root/.gpu-build
 "$root/scripts/install-deps.sh" >/dev/null
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKSEARCH_BUILD_EXAMPLES=OFF \
       '-DCMAKE_BUILD_RPATH=$ORIGIN;/usr/local/cuda/lib64' >/dev/null
-cmake --build "$build" -j"$(nproc)" --target ksearch_cli ksearch_gpu_tests ksearch_problems_gpu_tests \
-      ksearch_bench_eval ksearch_worker ksearch_worker_gpu_tests ksearch_bench_worker \
-      ksearch_bench_queue
+# Every gpu-labelled test binary (tests/CMakeLists.txt lists them in
+# gpu-tests.txt), the CLI, the worker and the GPU benchmarks.
+cmake --build "$build" -j"$(nproc)" --target ksearch_cli ksearch_worker ksearch_gpu_test_binaries \
+      ksearch_bench_eval ksearch_bench_worker ksearch_bench_queue
 rm -rf "$out"
 mkdir -p "$out"
-cp "$build/tools/ksearch/ksearch" "$build/tests/eval/ksearch_gpu_tests" \
-   "$build/tests/problems/ksearch_problems_gpu_tests" "$build/bench/ksearch_bench_eval" \
-   "$build/tools/worker/ksearch-worker" "$build/tests/worker/ksearch_worker_gpu_tests" \
+while read -r binary; do cp "$binary" "$out/"; done < "$build/gpu-tests.txt"
+cp "$build/tools/ksearch/ksearch" "$build/bench/ksearch_bench_eval" \
+   "$build/tools/worker/ksearch-worker" \
    "$build/bench/worker/ksearch_bench_worker" "$build/bench/queue/ksearch_bench_queue" "$out/"
 cp -L "$build/lib/libksearch.so.0.1" "$out/"
 for lib in libboost_json.so.1.81.0 libsimdjson.so.14 libhiredis.so.0.14; do
@@ -36,23 +37,17 @@ for lib in $(ldd /usr/bin/redis-server | awk '$3 ~ /^\// {print $3}'); do
   case $(basename "$lib") in libc.so.*|libm.so.*|libstdc++.so.*|libgcc_s.so.*) ;; *) cp -L "$lib" "$out/redis/lib/" ;; esac
 done
 cp "$root/bench/queue/gpu_compare.sh" "$out/"
+cp "$root/scripts/run-gpu-tests.py" "$out/"
+sed 's|.*/||' "$build/gpu-tests.txt" > "$out/gpu-tests.txt"
 cat > "$out/run-gpu-tests.sh" <<'RUN'
 #!/usr/bin/env bash
-# Runs the GPU tests and the evaluator benchmark from this bundle. Each hang
-# fatal-fault test runs in its own process: a dead context or a spinning
-# kernel takes the process with it.
+# Runs every GPU-labelled test of this bundle (run-gpu-tests.py: fatal-fault
+# tests each in a process of its own) and prints one pass/fail count.
 here=$(cd "$(dirname "$0")" && pwd)
 export KSEARCH_PROBLEMS_DIR=${KSEARCH_PROBLEMS_DIR:-$here/../problems}
 export KSEARCH_CACHE_DIR=${KSEARCH_CACHE_DIR:-/tmp/ksearch-cache}
-status=0
-"$here/ksearch_gpu_tests" --gtest_filter='-GpuEvaluatorFatal.*' || status=1
-for t in OutOfBoundsWriteIsCrashed TrapIsCrashed InfiniteLoopTimesOut; do
-  timeout 120 "$here/ksearch_gpu_tests" --gtest_filter="GpuEvaluatorFatal.$t" || status=1
-done
-"$here/ksearch_problems_gpu_tests" || status=1
-# The worker pool: crashes and hangs in separate processes, so one run.
-KSEARCH_WORKER="$here/ksearch-worker" timeout 900 "$here/ksearch_worker_gpu_tests" || status=1
-exit $status
+export KSEARCH_WORKER=${KSEARCH_WORKER:-$here/ksearch-worker}
+exec python3 "$here/run-gpu-tests.py" --bundle "$here" "$@"
 RUN
 chmod +x "$out/run-gpu-tests.sh"
 du -sh "$out"

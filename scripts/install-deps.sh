@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake g++ make pkg-config
+  cmake g++ make pkg-config ccache
   libboost1.81-dev libboost-json1.81-dev
   libsimdjson-dev libssl-dev libsqlite3-dev
   libgtest-dev libgmock-dev libcli11-dev

@@ -92,6 +92,13 @@ class Evaluator {
   // (nullopt when compile-only or not timed).
   virtual std::optional<TimingStats> reference_timing() const = 0;
   virtual std::optional<TimingStats> baseline_timing() const = 0;
+  // Whether the judge itself still works. Not OK once it cannot judge any
+  // further candidate (its context is lost for good, no worker is left, one
+  // of its own steps failed): the evaluations it returned meanwhile are
+  // kCancelled, and a search stops with TerminationReason::kFailed and this
+  // status instead of charging candidates for it. Thread safety: callable
+  // from any thread.
+  virtual Status health() const { return Status::Ok(); }
 };
 
 // Creates the in-process evaluator. Errors: kFailedPrecondition when no CUDA

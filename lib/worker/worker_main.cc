@@ -57,6 +57,7 @@ e.g. a line "// fake: sleep_ms=50 status=wrong_result". Directives:
   abort  segv  exit=N              die after "started" (abort(), SIGSEGV, _exit(N))
   hang                             never answer (the orchestrator's watchdog)
   die_once=PATH                    SIGKILL itself unless PATH exists (creates it)
+  wait_file=PATH                   wait until PATH exists (a test's explicit step)
   garbage                          write bytes that are not a frame
   wrong_id                         answer for another candidate
   refuse                           leave without a result, as a broken evaluator
@@ -224,6 +225,10 @@ class FakeJudge final : public Judge {
       } else if (key == "sleep_ms") {
         std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(value.c_str())));
         e.check_ms = std::atof(value.c_str());
+      } else if (key == "wait_file") {
+        while (::access(value.c_str(), F_OK) != 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
       } else if (key == "status") {
         if (!ParseEvalStatus(value, &e.status))
           e.message = "fake worker: unknown status " + value;
@@ -242,6 +247,9 @@ class FakeJudge final : public Judge {
       } else if (key == "abort") {
         std::abort();
       } else if (key == "segv") {
+        // The default action, whatever handler a sanitizer installed: the
+        // orchestrator must see a death by SIGSEGV.
+        ::signal(SIGSEGV, SIG_DFL);
         ::raise(SIGSEGV);
       } else if (key == "hang") {
         for (;;) ::pause();
@@ -434,6 +442,14 @@ int WorkerProcessMain(int argc, char** argv) {
                  "ksearch-worker: --fd must name an open socket to the orchestrator; this program "
                  "is started by the ksearch library (WorkerPoolOptions), not by hand\n");
     return kExitUsage;
+  }
+  // Standard output is the orchestrator's (a terminal, a --json document):
+  // nothing a kernel prints may reach it. The evaluator captures device
+  // output per evaluation; anything outside that goes nowhere.
+  std::fflush(stdout);
+  if (int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null_fd >= 0) {
+    ::dup2(null_fd, STDOUT_FILENO);
+    ::close(null_fd);
   }
   // A closed socket is an error to handle, not a signal that kills.
   ::signal(SIGPIPE, SIG_IGN);

@@ -115,8 +115,11 @@ struct Slot {
   Socket socket;
   FrameDecoder decoder;
   std::array<char, 64 * 1024> read_buffer{};
-  std::deque<std::string> writes;
+  std::deque<std::string> writes;  // frames not yet handed to the socket
   bool writing = false;
+  // Changes whenever the queue is reset (a worker ended, a new process):
+  // a write that completes afterwards belongs to the old queue.
+  uint64_t write_epoch = 0;
   asio::steady_timer start_timer, watchdog, reap_timer, restart_timer;
   Clock::time_point spawned_at;
   std::deque<Held> held;
@@ -183,6 +186,11 @@ class WorkerPool final : public WorkerPoolEvaluator {
     std::lock_guard<std::mutex> lock(shared_mutex_);
     return gpus_;
   }
+  // Not OK while no worker can be started on any GPU (every slot gave up).
+  Status health() const override {
+    std::lock_guard<std::mutex> lock(shared_mutex_);
+    return health_;
+  }
 
  private:
   // Everything below runs on the loop thread.
@@ -199,6 +207,9 @@ class WorkerPool final : public WorkerPoolEvaluator {
   void OnResult(Slot& slot, ResultMessage result);
   void Send(Slot& slot, const Frame& frame);
   void WriteNext(Slot& slot);
+  // Drops the frames not yet sent; a write still in flight completes on its
+  // own and is then ignored.
+  void ResetWrites(Slot& slot);
   // The process is gone or must go: kill it if `kill_now`, then reap it and
   // settle what it held (Settle).
   void EndWorker(Slot& slot, const std::string& reason, bool kill_now);
@@ -248,6 +259,7 @@ class WorkerPool final : public WorkerPoolEvaluator {
   std::string arch_;
 
   mutable std::mutex shared_mutex_;
+  mutable Status health_;
   WorkerPoolStats stats_;
   std::vector<int> pids_;
   std::vector<int> gpus_;
@@ -337,8 +349,7 @@ void WorkerPool::StartSlot(Slot& slot) {
   }
   slot.state = SlotState::kStarting;
   slot.decoder = FrameDecoder();
-  slot.writes.clear();
-  slot.writing = false;
+  ResetWrites(slot);
   slot.held.clear();
   slot.ready.reset();
   slot.end_reason.clear();
@@ -457,19 +468,29 @@ void WorkerPool::WriteNext(Slot& slot) {
     return;
   }
   slot.writing = true;
-  uint64_t generation = slot.generation;
-  asio::async_write(slot.socket, asio::buffer(slot.writes.front()),
-                    [this, &slot, generation](const boost::system::error_code& ec, size_t) {
-                      if (slot.generation != generation) return;
+  // The frame in flight belongs to its write, not to the queue: a worker
+  // that ends while the socket still sends it clears the queue (Settle),
+  // which must not free the bytes under the write or pop a frame for it.
+  auto frame = std::make_shared<std::string>(std::move(slot.writes.front()));
+  slot.writes.pop_front();
+  const uint64_t epoch = slot.write_epoch;
+  asio::async_write(slot.socket, asio::buffer(*frame),
+                    [this, &slot, frame, epoch](const boost::system::error_code& ec, size_t) {
+                      if (slot.write_epoch != epoch) return;  // the queue was reset since
                       if (ec) {
                         // Also reached after EndWorker closed the socket: a no-op then.
                         EndWorker(slot, "stopped reading its socket: " + ec.message(),
                                   /*kill_now=*/false);
                         return;
                       }
-                      slot.writes.pop_front();
                       WriteNext(slot);
                     });
+}
+
+void WorkerPool::ResetWrites(Slot& slot) {
+  slot.writes.clear();
+  slot.writing = false;
+  ++slot.write_epoch;
 }
 
 // ---------------------------------------------------------------------------
@@ -686,8 +707,7 @@ void WorkerPool::Settle(Slot& slot, const std::string& how) {
   std::string process = "the worker on " + gpu + " (pid " + std::to_string(slot.pid) + ")";
   slot.state = SlotState::kOff;
   slot.pid = 0;
-  slot.writes.clear();
-  slot.writing = false;
+  ResetWrites(slot);
   PublishPids();
   if (shutting_down_) {
     if (stopped_ && std::all_of(slots_.begin(), slots_.end(),
@@ -786,7 +806,11 @@ void WorkerPool::Dispatch() {
 }
 
 bool WorkerPool::Starved() const {
-  return std::all_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->disabled; });
+  bool starved =
+      std::all_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->disabled; });
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  health_ = starved ? UnavailableError(StarvedReason()) : Status::Ok();
+  return starved;
 }
 
 std::string WorkerPool::StarvedReason() const {

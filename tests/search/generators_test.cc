@@ -252,7 +252,9 @@ TEST_F(LlmGeneratorTest, MalformedIdeaRepliesBecomeNotesNotErrors) {
 
 TEST_F(LlmGeneratorTest, BrancherSendsRequestsConcurrentlyAndKeepsBranchPositions) {
   MockLlmServer::Options slow;
-  slow.latency_ms = 100;
+  // Each reply waits a second at the server: requests sent one after another
+  // would never be in flight together.
+  slow.latency_ms = 1000;
   auto mock = MockLlmServer::Start(slow);
   ASSERT_TRUE(mock.ok());
   HttpLlmClient::Options options;
@@ -281,9 +283,7 @@ TEST_F(LlmGeneratorTest, BrancherSendsRequestsConcurrentlyAndKeepsBranchPosition
   request.idea = &idea;
   request.count = 4;
   request.label = "r0.s0.i0";
-  auto start = std::chrono::steady_clock::now();
   auto result = (*brancher)->Branch(request);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   ASSERT_EQ(result->candidates.size(), 4u);
   EXPECT_NE(result->candidates[0].source.find("// one"), std::string::npos);
@@ -294,8 +294,7 @@ TEST_F(LlmGeneratorTest, BrancherSendsRequestsConcurrentlyAndKeepsBranchPosition
   EXPECT_NE(result->notes.find("branch 1: "), std::string::npos) << result->notes;
   EXPECT_NE(result->notes.find("```cuda"), std::string::npos) << result->notes;
   EXPECT_NE(result->notes.find("branch 2: request failed"), std::string::npos) << result->notes;
-  EXPECT_GE((*mock)->counters().max_concurrent_requests, 3);
-  EXPECT_LT(seconds, 0.35) << "four 100 ms replies should overlap";
+  EXPECT_EQ((*mock)->counters().max_concurrent_requests, 4) << "the four requests should overlap";
   // Each request names its branch, so the four are distinct requests (and
   // replay can tell them apart).
   std::set<std::string> prompts;

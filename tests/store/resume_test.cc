@@ -314,14 +314,37 @@ void KillAndResume(Strategy strategy, int trials, double max_kill_ms, uint64_t s
     int kills = 0;
     bool finished = false;
     for (int attempt = 0; attempt < 12 && !finished; ++attempt) {
+      // Progress is what the journals show: kernels judged and replies paid.
+      auto progress = [&j] { return ReadLines(j.evaluations).size() + ReadLines(j.replies).size(); };
+      const size_t before = progress();
       pid_t child = ::fork();
       ASSERT_GE(child, 0);
       if (child == 0) ::_exit(Session(strategy, j, 0.3));
-      // The first few attempts are killed at a random moment; later ones may
-      // finish.
+      // The first few attempts are killed once the child has made a random
+      // amount of new progress (1 to 3 steps) and then, except in the first
+      // attempt, after a random delay of up to max_kill_ms, so that kills
+      // land between and inside steps. The first attempt is always killed
+      // (a whole search has at least eight steps); later ones may finish.
       if (attempt < 6) {
+        std::uniform_int_distribution<size_t> steps(1, 3);
+        const size_t target = before + steps(rng);
+        int status = 0;
+        bool exited = false;
+        while (progress() < target) {
+          if (::waitpid(child, &status, WNOHANG) == child) {
+            exited = true;
+            break;
+          }
+          ::usleep(200);
+        }
+        if (exited) {
+          ASSERT_TRUE(WIFEXITED(status));
+          ASSERT_EQ(WEXITSTATUS(status), 0) << "a session failed";
+          finished = true;
+          break;
+        }
         std::uniform_real_distribution<double> when(0.0, max_kill_ms);
-        ::usleep(static_cast<useconds_t>(when(rng) * 1000));
+        if (attempt > 0) ::usleep(static_cast<useconds_t>(when(rng) * 1000));
         ::kill(child, SIGKILL);
       }
       int status = 0;
@@ -367,7 +390,7 @@ void KillAndResume(Strategy strategy, int trials, double max_kill_ms, uint64_t s
     std::set<std::string> unique_paid(paid.begin(), paid.end());
     EXPECT_EQ(paid.size(), unique_paid.size()) << "a stored reply was bought again";
   }
-  // The random moments did interrupt searches, several times per trial.
+  // Every trial's first attempt was killed before it could finish.
   std::printf("%d trials, %d kills\n", trials, total_kills);
   EXPECT_GE(total_kills, trials);
 }
