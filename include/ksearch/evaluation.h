@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ksearch {
@@ -24,6 +25,7 @@ enum class EvalStatus {
   kWrongResult,       // outputs differ from the reference beyond tolerance
   kUnwrittenOutput,   // some output elements still hold the poison pattern
   kInputModified,     // the candidate wrote into an input tensor
+  kOutOfBoundsWrite,  // the candidate wrote into the guard region around a buffer
   kNondeterministic,  // two runs on the same inputs disagreed beyond rounding
   kSuspiciousSpeed,   // faster than the physical floor of the device
   kCancelled,         // the search stopped before this candidate was judged
@@ -48,7 +50,7 @@ struct KernelResources {
 struct Mismatch {
   std::string tensor;       // output tensor name
   std::string input_set;    // e.g. "shifted"
-  std::string phase;        // "check" or "recheck" (after timing)
+  std::string phase;        // "check", "timing" (a timed run) or "recheck" (after timing)
   int64_t bad_count = 0;    // elements beyond tolerance
   int64_t elements = 0;
   int64_t worst_index = -1; // flat index of the largest violation
@@ -94,6 +96,9 @@ struct DeviceInfo {
   int memory_clock_mhz = 0;
   double peak_bandwidth_gbps = 0.0;  // measured device-to-device copy, read + write
   double peak_gflops = 0.0;          // measured fp32 FMA rate
+  // Measured tensor-core rates of the paths the problem allows ("tf32_mma",
+  // "fp16_mma", "bf16_mma"; mma.sync), in GFLOP/s.
+  std::vector<std::pair<std::string, double>> peak_mma_gflops;
   std::string baseline_library;      // "cuBLAS 13.0.0" when a library is the baseline
   std::string Arch() const;     // "sm_90"
 };
@@ -104,6 +109,7 @@ struct Evaluation {
   EvalStatus status = EvalStatus::kCancelled;
   std::string message;          // one line for people
   std::string details;          // compile log (truncated with a note), driver error, …
+  std::string device_log;       // what the kernel printed (bounded, escaped)
   std::vector<std::string> checks_not_run;  // e.g. "correctness (compile-only)"
   bool relaxed_tolerance = false;           // figures were obtained under kRelaxed
 

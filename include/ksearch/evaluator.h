@@ -58,7 +58,16 @@ struct EvaluatorOptions {
   double target_ci_fraction = 0.01;
   int min_repetitions = 10;
   int max_repetitions = 500;
+  // Cap on timing per candidate, warm-up and spot checks included: timing
+  // stops there even below min_repetitions (the figures say how many ran).
   double max_timing_seconds = 2.0;
+  // Cap on the GPU time of one candidate's checks (before timing): a kernel
+  // so slow that its checks would take longer is kTimeout after a few runs.
+  double max_check_seconds = 10.0;
+  // While timing, each run's outputs are also checked with this probability
+  // (the last run of a candidate always is): a kernel that does its work only
+  // when it is checked is caught with near certainty over the repetitions.
+  double timing_spot_check_probability = 0.125;
   // Flush L2 before every timed repetition.
   bool flush_l2 = true;
   // Time the problem's baseline interleaved with each candidate.
@@ -70,7 +79,19 @@ struct EvaluatorOptions {
   // max(watchdog_floor_seconds, watchdog_reference_multiple × reference time).
   double watchdog_floor_seconds = 2.0;
   double watchdog_reference_multiple = 100.0;
+  // What kernels print with device printf: the device's buffer for it per
+  // launch, and how much of it an evaluation keeps (Evaluation::device_log,
+  // truncated with a note). While a candidate is judged, file descriptor 1
+  // of the process is redirected to capture it, so that it never reaches
+  // the caller's output; false leaves stdout alone (the output then goes
+  // wherever stdout goes).
+  int64_t device_printf_buffer_bytes = 256 * 1024;
+  int64_t max_device_output_bytes = 16 * 1024;
+  bool capture_device_output = true;
   // A median time below floor × suspicious_floor_fraction is kSuspiciousSpeed.
+  // The floor comes from peaks measured at start with ksearch's own kernels;
+  // the fraction allows for a kernel that reaches those peaks more closely
+  // than the measuring kernels do.
   double suspicious_floor_fraction = 0.9;
 };
 

@@ -105,6 +105,12 @@ struct Problem {
   std::vector<TensorSpec> tensors;
   std::vector<InputSet> input_sets;  // defaults: DefaultInputSets()
   Tolerance tolerance;
+  // The arithmetic a kernel may use and still meet the tolerance: "fp32_fma"
+  // (always allowed) and, for split-precision schemes that keep fp32
+  // accuracy, the tensor-core paths "tf32_mma", "fp16_mma", "bf16_mma". The
+  // judge measures each allowed path's peak at start; a time below the
+  // floor of the fastest one (with the bandwidth floor) is kSuspiciousSpeed.
+  std::vector<std::string> arithmetic_paths;  // empty: {"fp32_fma"}
   std::string flops;  // an expression over dims: floating-point operations
   std::string bytes;  // an expression over dims: minimum bytes moved
   KernelSpec reference;       // trusted; fp64 accumulation where sums are long

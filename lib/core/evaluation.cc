@@ -19,6 +19,7 @@ constexpr std::pair<EvalStatus, std::string_view> kStatusNames[] = {
     {EvalStatus::kWrongResult, "wrong_result"},
     {EvalStatus::kUnwrittenOutput, "unwritten_output"},
     {EvalStatus::kInputModified, "input_modified"},
+    {EvalStatus::kOutOfBoundsWrite, "out_of_bounds_write"},
     {EvalStatus::kNondeterministic, "nondeterministic"},
     {EvalStatus::kSuspiciousSpeed, "suspicious_speed"},
     {EvalStatus::kCancelled, "cancelled"},
@@ -133,9 +134,9 @@ std::string Evaluation::Report() const {
   out += Format(", check %.1f ms", check_ms);
   out += Format(", timing %.1f ms, total %.1f ms\n", timing_ms, total_ms);
   for (const std::string& c : checks_not_run) out += "  not run: " + c + "\n";
-  if (!details.empty() && status != EvalStatus::kOk) {
-    out += "  details:\n";
-    std::string text = details.size() > 4000 ? details.substr(0, 4000) + "\n[… cut]" : details;
+  auto indented = [&out](const std::string& title, const std::string& body, size_t limit) {
+    out += "  " + title + ":\n";
+    std::string text = body.size() > limit ? body.substr(0, limit) + "\n[… cut]" : body;
     size_t start = 0;
     while (start < text.size()) {
       size_t end = text.find('\n', start);
@@ -143,7 +144,9 @@ std::string Evaluation::Report() const {
       out += "    " + text.substr(start, end - start) + "\n";
       start = end + 1;
     }
-  }
+  };
+  if (!details.empty() && status != EvalStatus::kOk) indented("details", details, 4000);
+  if (!device_log.empty()) indented("device output (printf)", device_log, 1000);
   return out;
 }
 
@@ -154,6 +157,7 @@ std::string Evaluation::ToJson() const {
   o["status"] = std::string(ToString(status));
   o["message"] = message;
   o["details"] = details;
+  o["device_log"] = device_log;
   o["checks_not_run"] = boost::json::array(checks_not_run.begin(), checks_not_run.end());
   o["relaxed_tolerance"] = relaxed_tolerance;
   boost::json::array res;
@@ -197,6 +201,11 @@ std::string Evaluation::ToJson() const {
                  {"peak_bandwidth_gbps", device.peak_bandwidth_gbps},
                  {"peak_gflops", device.peak_gflops},
                  {"baseline_library", device.baseline_library}};
+  if (!device.peak_mma_gflops.empty()) {
+    boost::json::object peaks;
+    for (const auto& [path, gflops] : device.peak_mma_gflops) peaks[path] = gflops;
+    o["device"].as_object()["peak_mma_gflops"] = std::move(peaks);
+  }
   o["compile_cached"] = compile_cached;
   o["compile_ms"] = compile_ms;
   o["check_ms"] = check_ms;

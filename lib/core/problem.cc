@@ -109,10 +109,14 @@ StatusOr<KernelSpec> ParseKernel(const JsonNode& node, std::string_view director
   return spec;
 }
 
+bool IsArithmeticPath(std::string_view path) {
+  return path == "fp32_fma" || path == "tf32_mma" || path == "fp16_mma" || path == "bf16_mma";
+}
+
 StatusOr<Problem> ParseProblem(const JsonNode& root, std::string_view directory) {
   KSEARCH_RETURN_IF_ERROR(root.CheckKeys({"name", "description", "description_file", "torch", "dims",
-                                          "tensors", "input_sets", "tolerance", "flops", "bytes",
-                                          "reference", "reference_fp32", "start", "templates",
+                                          "tensors", "input_sets", "tolerance", "arithmetic_paths",
+                                          "flops", "bytes", "reference", "reference_fp32", "start", "templates",
                                           "baseline"}));
   Problem p;
   p.directory = std::string(directory);
@@ -232,6 +236,18 @@ StatusOr<Problem> ParseProblem(const JsonNode& root, std::string_view directory)
     }
   }
 
+  KSEARCH_ASSIGN_OR_RETURN(auto paths, root.Find("arithmetic_paths"));
+  if (paths) {
+    KSEARCH_ASSIGN_OR_RETURN(std::vector<JsonNode> items, paths->Array());
+    for (const JsonNode& item : items) {
+      KSEARCH_ASSIGN_OR_RETURN(std::string path, item.String());
+      if (!IsArithmeticPath(path)) {
+        return item.Error("expected one of \"fp32_fma\", \"tf32_mma\", \"fp16_mma\", "
+                          "\"bf16_mma\", got " + item.Describe());
+      }
+      p.arithmetic_paths.push_back(std::move(path));
+    }
+  }
   KSEARCH_ASSIGN_OR_RETURN(JsonNode flops, root.Required("flops"));
   KSEARCH_ASSIGN_OR_RETURN(p.flops, flops.Expression());
   KSEARCH_ASSIGN_OR_RETURN(JsonNode bytes, root.Required("bytes"));
@@ -370,6 +386,11 @@ boost::json::object ToJsonObject(const Problem& p) {
       {"atol_rms_fraction", p.tolerance.atol_rms_fraction},
       {"rtol", p.tolerance.rtol},
       {"atol", p.tolerance.atol}};
+  if (!p.arithmetic_paths.empty()) {
+    boost::json::array paths;
+    for (const std::string& path : p.arithmetic_paths) paths.emplace_back(path);
+    root["arithmetic_paths"] = std::move(paths);
+  }
   root["flops"] = p.flops;
   root["bytes"] = p.bytes;
   root["reference"] = KernelToJson(p.reference);
@@ -446,6 +467,12 @@ std::string Problem::ToJson() const { return boost::json::serialize(ToJsonObject
 
 Status Problem::Validate() const {
   if (name.empty()) return InvalidArgumentError("name: empty");
+  for (size_t i = 0; i < arithmetic_paths.size(); ++i) {
+    if (!IsArithmeticPath(arithmetic_paths[i])) {
+      return InvalidArgumentError("arithmetic_paths[" + std::to_string(i) + "]: unknown path '" +
+                                  arithmetic_paths[i] + "'");
+    }
+  }
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i].second <= 0) {
       return InvalidArgumentError("dims." + dims[i].first + ": must be positive, got " +

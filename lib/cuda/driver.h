@@ -3,7 +3,11 @@
 // ksearch never links libcuda: binaries must start on machines without a GPU
 // and say so in one line. Entry points are resolved through cuGetProcAddress
 // for the CUDA version these headers describe, so versioned symbols (the _v2
-// family) resolve to the ABI the code was compiled against.
+// family) resolve to the ABI of that version. Where a version changed a
+// function's signature under the same name (CUDA 13: cuCtxSynchronize
+// resolves to cuCtxSynchronize_v2, which takes a context), the header's
+// unversioned declaration is not that ABI: keep such functions out of the
+// table (the judge synchronizes its own stream instead).
 //
 // Thread safety: Driver() is initialized once (thread-safe); the table is
 // immutable afterwards and may be used from any thread.
@@ -32,7 +36,8 @@ namespace ksearch::internal {
   X(cuDevicePrimaryCtxRelease)           \
   X(cuDevicePrimaryCtxReset)             \
   X(cuCtxSetCurrent)                     \
-  X(cuCtxSynchronize)                    \
+  X(cuCtxSetLimit)                       \
+  X(cuCtxGetLimit)                       \
   X(cuModuleLoadData)                    \
   X(cuModuleUnload)                      \
   X(cuModuleGetFunction)                 \
@@ -43,6 +48,14 @@ namespace ksearch::internal {
   X(cuMemAlloc)                          \
   X(cuMemFree)                           \
   X(cuMemGetInfo)                        \
+  X(cuMemGetAllocationGranularity)       \
+  X(cuMemCreate)                         \
+  X(cuMemRelease)                        \
+  X(cuMemAddressReserve)                 \
+  X(cuMemAddressFree)                    \
+  X(cuMemMap)                            \
+  X(cuMemUnmap)                          \
+  X(cuMemSetAccess)                      \
   X(cuMemcpyHtoD)                        \
   X(cuMemcpyDtoH)                        \
   X(cuMemcpyDtoDAsync)                   \

@@ -24,7 +24,15 @@ struct CompareResults {
   unsigned long long unwritten;
   unsigned long long worst;    // (violation float bits << 32) | index, for atomicMax
   unsigned long long max_rel;  // float bits of the largest |got-want|/(|want|+atol)
+  unsigned long long nonfinite_want;  // NaN/Inf in the expected output
 };
+
+// The histogram of relative errors ks_compare fills: 256 quarter-octave
+// bins; bin b > 0 holds errors in [2^((b-224)/4), 2^((b-223)/4)).
+inline constexpr int kRelHistogramBins = 256;
+// The value an output's guard regions hold; any other word there is a write
+// out of bounds.
+inline constexpr unsigned kGuard32 = 0x5afe6a7du;
 
 extern const char kJudgeKernelSource[];
 

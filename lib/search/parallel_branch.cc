@@ -399,6 +399,12 @@ void BranchRun::OnEvaluated(std::vector<Pending> batch, std::vector<Evaluation> 
                             double seconds) {
   RoundState& rs = *current_;
   summary_.gpu_seconds += seconds;
+  // A broken judge stops the search: its kCancelled verdicts are not the
+  // candidates' doing, and more candidates would only cost more replies.
+  if (Status health = context_.evaluator->health(); !health.ok()) {
+    if (!stop_) summary_.error = health.WithContext("the evaluator");
+    Stop(TerminationReason::kFailed, true);
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
     --rs.evaluations_in_flight;
     std::string hash = batch[i].hash;

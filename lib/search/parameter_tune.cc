@@ -430,6 +430,7 @@ StatusOr<SearchSummary> ParameterTuneSearch::Run(SearchContext& context) {
     auto gpu_start = Clock::now();
     std::vector<Evaluation> results = context.evaluator->Evaluate(batch, &stop_flag);
     summary.gpu_seconds += internal::SecondsSince(gpu_start);
+    Status health = context.evaluator->health();
     results.resize(batch.size());
     summary.rounds = round + 1;
     size_t first = summary.history.entries.size();
@@ -454,6 +455,11 @@ StatusOr<SearchSummary> ParameterTuneSearch::Run(SearchContext& context) {
       point_results.push_back(&summary.history.entries[first + i]);
     }
     AfterBatch(proposals, point_results, round);
+    if (!health.ok()) {
+      summary.error = health.WithContext("the evaluator");
+      stop = TerminationReason::kFailed;
+      break;
+    }
     if (observers.RoundEnd(round)) stop = TerminationReason::kStoppedByObserver;
   }
   if (auto why = watchdog.reason(); why && (!stop || *stop == TerminationReason::kCompleted)) {

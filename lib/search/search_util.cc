@@ -104,6 +104,7 @@ bool NeedsRepair(EvalStatus status) {
     case EvalStatus::kWrongResult:
     case EvalStatus::kUnwrittenOutput:
     case EvalStatus::kInputModified:
+    case EvalStatus::kOutOfBoundsWrite:
     case EvalStatus::kNondeterministic:
       return true;
     default:

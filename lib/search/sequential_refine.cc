@@ -64,6 +64,10 @@ StatusOr<SearchSummary> SequentialRefineSearch::Run(SearchContext& context) {
           context.evaluator->Evaluate(std::span<const Candidate>(&candidate, 1), &stop_flag);
       summary.gpu_seconds += internal::SecondsSince(t0);
       if (!results.empty()) evaluation = std::move(results.front());
+      if (Status health = context.evaluator->health(); !health.ok() && !stop) {
+        summary.error = health.WithContext("the evaluator");
+        stop = TerminationReason::kFailed;
+      }
     }
     evaluation.candidate_id = candidate.id;
     history.entries.push_back(HistoryEntry{std::move(candidate), std::move(evaluation)});

@@ -89,6 +89,7 @@ StatusOr<Evaluation> EvaluationFromJson(std::string_view json, std::string_view 
   }
   KSEARCH_RETURN_IF_ERROR(ReadString(root, "message", &e.message));
   KSEARCH_RETURN_IF_ERROR(ReadString(root, "details", &e.details));
+  KSEARCH_RETURN_IF_ERROR(ReadString(root, "device_log", &e.device_log));
   KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> checks, root.Find("checks_not_run"));
   if (checks) {
     KSEARCH_ASSIGN_OR_RETURN(auto items, checks->Array());

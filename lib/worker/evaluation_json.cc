@@ -116,7 +116,7 @@ StatusOr<TimingStats> TimingFromNode(const JsonNode& node) {
 }
 
 boost::json::value DeviceInfoToJson(const DeviceInfo& d) {
-  return boost::json::object{{"name", d.name},
+  boost::json::object o{{"name", d.name},
                              {"ordinal", d.ordinal},
                              {"arch", d.Arch()},
                              {"cc_major", d.cc_major},
@@ -131,6 +131,12 @@ boost::json::value DeviceInfoToJson(const DeviceInfo& d) {
                              {"peak_bandwidth_gbps", NumberToJson(d.peak_bandwidth_gbps)},
                              {"peak_gflops", NumberToJson(d.peak_gflops)},
                              {"baseline_library", d.baseline_library}};
+  if (!d.peak_mma_gflops.empty()) {
+    boost::json::object peaks;
+    for (const auto& [path, gflops] : d.peak_mma_gflops) peaks[path] = NumberToJson(gflops);
+    o["peak_mma_gflops"] = std::move(peaks);
+  }
+  return o;
 }
 
 StatusOr<DeviceInfo> DeviceInfoFromNode(const JsonNode& node) {
@@ -152,6 +158,15 @@ StatusOr<DeviceInfo> DeviceInfoFromNode(const JsonNode& node) {
   KSEARCH_RETURN_IF_ERROR(ReadMember(node, "peak_bandwidth_gbps", &d.peak_bandwidth_gbps));
   KSEARCH_RETURN_IF_ERROR(ReadMember(node, "peak_gflops", &d.peak_gflops));
   KSEARCH_RETURN_IF_ERROR(ReadMember(node, "baseline_library", &d.baseline_library));
+  KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> peaks, node.Find("peak_mma_gflops"));
+  if (peaks) {
+    KSEARCH_ASSIGN_OR_RETURN(auto members, peaks->Members());
+    for (auto& [path, value] : members) {
+      double gflops = 0.0;
+      KSEARCH_ASSIGN_OR_RETURN(gflops, value.Double());
+      d.peak_mma_gflops.emplace_back(path, gflops);
+    }
+  }
   return d;
 }
 
@@ -162,6 +177,7 @@ std::string EvaluationToWireJson(const Evaluation& e) {
   o["status"] = std::string(ToString(e.status));
   o["message"] = e.message;
   o["details"] = e.details;
+  o["device_log"] = e.device_log;
   o["checks_not_run"] = boost::json::array(e.checks_not_run.begin(), e.checks_not_run.end());
   o["relaxed_tolerance"] = e.relaxed_tolerance;
   boost::json::array resources;
@@ -221,6 +237,7 @@ StatusOr<Evaluation> EvaluationFromNode(const JsonNode& node) {
   }
   KSEARCH_RETURN_IF_ERROR(ReadMember(node, "message", &e.message));
   KSEARCH_RETURN_IF_ERROR(ReadMember(node, "details", &e.details));
+  KSEARCH_RETURN_IF_ERROR(ReadMember(node, "device_log", &e.device_log));
   KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> checks, node.Find("checks_not_run"));
   if (checks) {
     KSEARCH_ASSIGN_OR_RETURN(std::vector<JsonNode> items, checks->Array());

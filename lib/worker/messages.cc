@@ -42,6 +42,11 @@ boost::json::object OptionsToJson(const EvaluatorOptions& o) {
           {"min_repetitions", o.min_repetitions},
           {"max_repetitions", o.max_repetitions},
           {"max_timing_seconds", o.max_timing_seconds},
+          {"max_check_seconds", o.max_check_seconds},
+          {"timing_spot_check_probability", o.timing_spot_check_probability},
+          {"device_printf_buffer_bytes", o.device_printf_buffer_bytes},
+          {"max_device_output_bytes", o.max_device_output_bytes},
+          {"capture_device_output", o.capture_device_output},
           {"flush_l2", o.flush_l2},
           {"time_baseline", o.time_baseline},
           {"time_reference", o.time_reference},
@@ -67,6 +72,13 @@ StatusOr<EvaluatorOptions> OptionsFromNode(const JsonNode& n) {
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "min_repetitions", &o.min_repetitions));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "max_repetitions", &o.max_repetitions));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "max_timing_seconds", &o.max_timing_seconds));
+  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "max_check_seconds", &o.max_check_seconds));
+  KSEARCH_RETURN_IF_ERROR(
+      ReadMember(n, "timing_spot_check_probability", &o.timing_spot_check_probability));
+  KSEARCH_RETURN_IF_ERROR(
+      ReadMember(n, "device_printf_buffer_bytes", &o.device_printf_buffer_bytes));
+  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "max_device_output_bytes", &o.max_device_output_bytes));
+  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "capture_device_output", &o.capture_device_output));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "flush_l2", &o.flush_l2));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "time_baseline", &o.time_baseline));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "time_reference", &o.time_reference));

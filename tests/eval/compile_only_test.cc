@@ -2,6 +2,7 @@
 // evaluation says which checks did not run.
 #include <gtest/gtest.h>
 
+#include "eval/judge.h"
 #include "ksearch/evaluator.h"
 #include "test_util.h"
 
@@ -58,6 +59,60 @@ TEST(CompileOnlyEvaluator, RejectsPlansNamingMissingKernelsOrTensors) {
   e = EvaluateOne(*evaluator, c);
   EXPECT_EQ(e.status, EvalStatus::kInvalidPlan);
   EXPECT_NE(e.message.find("'input' is not a tensor"), std::string::npos) << e.message;
+}
+
+TEST(CompileOnlyEvaluator, ChecksTheStartingKernelsParameters) {
+  Problem problem = testing::RowSoftmaxProblem();
+  auto evaluator = CompileOnly(problem);
+  Evaluation e = EvaluateOne(*evaluator, problem.start.ToCandidate("start", "start"));
+  EXPECT_EQ(e.status, EvalStatus::kOk) << e.Report();
+  EXPECT_NE(e.message.find("kernels' parameters"), std::string::npos) << e.message;
+  for (const std::string& check : e.checks_not_run) {
+    EXPECT_EQ(check.find("signature"), std::string::npos) << check;
+  }
+}
+
+TEST(CompileOnlyEvaluator, RejectsArgumentsThatDoNotMatchTheKernelsParameters) {
+  Problem problem = testing::RowSoftmaxProblem();
+  auto evaluator = CompileOnly(problem);
+  // row_softmax(const float* x, float* y, int cols)
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"x", "y"}, "launches[0] (row_softmax): the plan passes 2 arguments but the kernel takes 3"},
+      {{"x", "y", "cols:i32", "cols:i32"}, "the plan passes 4 arguments but the kernel takes 3"},
+      {{"x", "cols:i32", "cols:i32"},
+       "launches[0] (row_softmax): argument 1 (\"cols:i32\") is 8 bytes in the kernel but the plan "
+       "passes 4"},
+      {{"x", "y", "cols:i64"}, "argument 2 (\"cols:i64\") is 4 bytes in the kernel but the plan passes 8"},
+  };
+  for (const Case& want : cases) {
+    Candidate c = problem.start.ToCandidate("edited", "user");
+    c.plan.launches[0].args = want.args;
+    Evaluation e = EvaluateOne(*evaluator, c);
+    EXPECT_EQ(e.status, EvalStatus::kInvalidPlan) << e.Report();
+    EXPECT_NE(e.message.find(want.message), std::string::npos) << e.message;
+  }
+}
+
+TEST(CompileOnlyEvaluator, SaysSoWhenTheCubinsParametersCannotBeRead) {
+  Problem problem = testing::RowSoftmaxProblem();
+  auto evaluator = CompileOnly(problem);
+  Candidate c = problem.start.ToCandidate("unreadable", "user");
+  internal::CompileResult compiled;
+  compiled.ok = true;
+  compiled.cubin = "\177ELF, but too short for a cubin";
+  auto e = internal::EvaluatePrecompiled(*evaluator, std::span<const Candidate>(&c, 1),
+                                         std::span<const internal::CompileResult>(&compiled, 1));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->front().status, EvalStatus::kOk) << e->front().Report();
+  ASSERT_FALSE(e->front().checks_not_run.empty());
+  EXPECT_NE(e->front().checks_not_run[0].find("plan vs kernel signature (the cubin's parameter tables "
+                                              "could not be read: not an ELF file"),
+            std::string::npos)
+      << e->front().checks_not_run[0];
 }
 
 TEST(CompileOnlyEvaluator, NeedsAnArchAndRejectsUnknownOnes) {

@@ -121,7 +121,8 @@ __device__ int calls[512];
   Evaluation e = Judge("cached", source);
   EXPECT_EQ(e.status, EvalStatus::kWrongResult) << e.Report();
   ASSERT_TRUE(e.mismatch);
-  EXPECT_EQ(e.mismatch->phase, "recheck");
+  // Every run of the checks sees fresh inputs: the fifth launch replays.
+  EXPECT_EQ(e.mismatch->phase, "check");
   ExpectNextPasses();
 }
 
@@ -156,7 +157,7 @@ TEST_F(GpuEvaluator, RejectsPlanWhoseArgumentSizesDoNotMatch) {
   Evaluation e = Judge("argsize", RowSoftmaxSource("float"),
                        R"({"launches": [{"kernel": "row_softmax", "grid": ["rows"], "block": [256], "args": ["x", "y", "cols:i64"]}]})");
   EXPECT_EQ(e.status, EvalStatus::kInvalidPlan) << e.Report();
-  EXPECT_NE(e.message.find("argument 2 is 4 bytes"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("argument 2 (\"cols:i64\") is 4 bytes"), std::string::npos) << e.message;
   ExpectNextPasses();
 }
 
@@ -224,21 +225,27 @@ TEST(GpuEvaluatorFloor, FlagsATimeBelowThePhysicalFloor) {
   EXPECT_NE(e.message.find("physical floor"), std::string::npos) << e.message;
 }
 
-TEST_F(GpuEvaluator, TimesTheSameKernelTwiceWithinOnePercent) {
+TEST_F(GpuEvaluator, TimingStopsOnlyWhenTheMedianIsPreciseOrACapIsReached) {
   Problem big = RowSoftmaxProblem(4096, 16384);
   EvaluatorOptions o = FastOptions();
   o.max_timing_seconds = 1.0;
   auto evaluator = CreateLocalEvaluator(big, o);
   ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
-  std::vector<Candidate> twice = {big.start.ToCandidate("first", "test"), big.start.ToCandidate("second", "test")};
+  std::vector<Candidate> twice = {big.start.ToCandidate("first", "test"),
+                                  big.start.ToCandidate("second", "test")};
   auto results = (*evaluator)->Evaluate(twice);
-  ASSERT_EQ(results[0].status, EvalStatus::kOk) << results[0].Report();
-  ASSERT_EQ(results[1].status, EvalStatus::kOk) << results[1].Report();
+  for (const Evaluation& e : results) {
+    ASSERT_EQ(e.status, EvalStatus::kOk) << e.Report();
+    const TimingStats& t = *e.timing;
+    bool precise = (t.ci_high_ms - t.ci_low_ms) / 2 <= o.target_ci_fraction * t.median_ms;
+    bool capped = t.repetitions >= o.max_repetitions || e.timing_ms >= 1e3 * o.max_timing_seconds;
+    EXPECT_TRUE(precise || capped) << "stopped after " << t.repetitions << " runs, CI ["
+                                   << t.ci_low_ms << ", " << t.ci_high_ms << "] ms";
+  }
+  // A figure, not an assertion: how far two timings of one kernel differ.
   double a = results[0].timing->median_ms, b = results[1].timing->median_ms;
-  double spread = std::abs(a - b) / std::min(a, b);
-  std::printf("same kernel twice: %.5f ms and %.5f ms, spread %.2f%%\n", a, b, 100 * spread);
-  // Reported, not asserted tightly: timing on a shared machine can drift.
-  EXPECT_LT(spread, 0.10);
+  std::printf("same kernel twice: %.5f ms and %.5f ms, spread %.2f%%\n", a, b,
+              100 * std::abs(a - b) / std::min(a, b));
 }
 
 // Fatal faults: a sticky CUDA error (illegal address, trap) or a hang leaves

@@ -1,0 +1,315 @@
+// What the evaluator measures before it judges anything: the device's peaks
+// and the problem's floor, the tolerance of each input set, whether the
+// problem can be judged at all, the library baseline and the reference's
+// time (which sets the watchdog).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "eval/local_evaluator.h"
+#include "eval/stats.h"
+
+namespace ksearch::internal {
+namespace {
+
+// The smallest value v such that at least `quantile` of the counted
+// relative errors are below v (the upper edge of the bin where the
+// cumulative count reaches it). 0 when nothing was counted.
+double HistogramQuantile(const std::vector<uint64_t>& histogram, double quantile) {
+  uint64_t total = 0;
+  for (uint64_t c : histogram) total += c;
+  if (total == 0) return 0.0;
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b < histogram.size(); ++b) {
+    cumulative += histogram[b];
+    if (static_cast<double>(cumulative) >= quantile * static_cast<double>(total)) {
+      return b == 0 ? 0.0 : std::exp2((static_cast<double>(b) - 223.0) / 4.0);
+    }
+  }
+  return std::exp2((static_cast<double>(histogram.size()) - 223.0) / 4.0);
+}
+
+// The quantile of the fp32 twin's relative errors that sets the elementwise
+// rtol: high enough that plain fp32 passes with its multiple, robust to the
+// few elements near zero whose relative error rounding inflates.
+constexpr double kElementwiseQuantile = 0.999;
+
+struct MmaPath {
+  const char* name;
+  int kind;              // ks_mma_peak's
+  double flops_per_mma;
+};
+constexpr MmaPath kMmaPaths[] = {{"tf32_mma", 0, 2048.0}, {"fp16_mma", 1, 4096.0},
+                                 {"bf16_mma", 2, 4096.0}};
+
+}  // namespace
+
+Status LocalEvaluator::MeasurePeaks() {
+  // Bandwidth: a device-to-device copy of 1 GiB (or less on small devices),
+  // counting bytes read plus written, best of five.
+  size_t free_bytes = 0, total = 0;
+  KSEARCH_CU(api_->cuMemGetInfo(&free_bytes, &total), "cuMemGetInfo");
+  int64_t bytes = std::min<int64_t>(int64_t{1} << 30, static_cast<int64_t>(free_bytes) / 8);
+  bytes = bytes / 256 * 256;
+  KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer a, DeviceBuffer::Allocate(*api_, bytes));
+  KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(*api_, bytes));
+  KSEARCH_CU(api_->cuMemsetD32Async(a.ptr(), 1, static_cast<size_t>(bytes / 4), stream_.get()),
+             "cuMemsetD32Async");
+  auto best_of = [&](int runs, auto&& enqueue) -> StatusOr<double> {
+    double best_ms = 1e30;
+    for (int i = 0; i < runs; ++i) {
+      KSEARCH_CU(api_->cuEventRecord(start_event_.get(), stream_.get()), "cuEventRecord");
+      KSEARCH_RETURN_IF_ERROR(enqueue());
+      KSEARCH_CU(api_->cuEventRecord(end_event_.get(), stream_.get()), "cuEventRecord");
+      KSEARCH_CU(api_->cuEventSynchronize(end_event_.get()), "cuEventSynchronize");
+      float ms = 0;
+      KSEARCH_CU(api_->cuEventElapsedTime(&ms, start_event_.get(), end_event_.get()),
+                 "cuEventElapsedTime");
+      if (i > 0) best_ms = std::min(best_ms, static_cast<double>(ms));
+    }
+    return best_ms;
+  };
+  KSEARCH_ASSIGN_OR_RETURN(double copy_ms, best_of(6, [&]() -> Status {
+    KSEARCH_CU(api_->cuMemcpyDtoDAsync(b.ptr(), a.ptr(), static_cast<size_t>(bytes), stream_.get()),
+               "cuMemcpyDtoDAsync");
+    return Status::Ok();
+  }));
+  device_.peak_bandwidth_gbps = 2.0 * static_cast<double>(bytes) / (copy_ms * 1e-3) / 1e9;
+
+  // FMA rate: enough blocks to fill every SM several times.
+  CUdeviceptr out = results_.ptr();
+  {
+    int blocks = device_.multiprocessors * 8, threads = 256, iterations = 2048;
+    float seed = 1.0f;
+    void* args[] = {&out, &iterations, &seed};
+    KSEARCH_ASSIGN_OR_RETURN(double ms, best_of(4, [&]() -> Status {
+      KSEARCH_CU(api_->cuLaunchKernel(fma_fn_, blocks, 1, 1, threads, 1, 1, 0, stream_.get(), args,
+                                      nullptr),
+                 "cuLaunchKernel(ks_fma_peak)");
+      return Status::Ok();
+    }));
+    double flops = 2.0 * 8 * 16 * static_cast<double>(iterations) * blocks * threads;
+    device_.peak_gflops = flops / (ms * 1e-3) / 1e9;
+  }
+
+  // The arithmetic floor is that of the fastest path the problem allows.
+  double best_gflops = device_.peak_gflops;
+  floor_path_ = "fp32_fma";
+  for (const MmaPath& path : kMmaPaths) {
+    if (std::find(problem_.arithmetic_paths.begin(), problem_.arithmetic_paths.end(),
+                  path.name) == problem_.arithmetic_paths.end()) {
+      continue;
+    }
+    if (device_.cc_major < 8) continue;  // no such tensor-core path
+    int blocks = device_.multiprocessors * 8, threads = 128, iterations = 1024, kind = path.kind;
+    void* args[] = {&out, &iterations, &kind};
+    KSEARCH_ASSIGN_OR_RETURN(double ms, best_of(4, [&]() -> Status {
+      KSEARCH_CU(api_->cuLaunchKernel(mma_fn_, blocks, 1, 1, threads, 1, 1, 0, stream_.get(), args,
+                                      nullptr),
+                 "cuLaunchKernel(ks_mma_peak)");
+      return Status::Ok();
+    }));
+    double flops = path.flops_per_mma * 8 * iterations * blocks * (threads / 32);
+    double gflops = flops / (ms * 1e-3) / 1e9;
+    device_.peak_mma_gflops.emplace_back(path.name, gflops);
+    if (gflops > best_gflops) {
+      best_gflops = gflops;
+      floor_path_ = path.name;
+    }
+  }
+  auto problem_flops = problem_.Flops();
+  auto problem_bytes = problem_.Bytes();
+  double flops_ms = problem_flops.ok() ? *problem_flops / (best_gflops * 1e9) * 1e3 : 0.0;
+  double bytes_ms =
+      problem_bytes.ok() ? *problem_bytes / (device_.peak_bandwidth_gbps * 1e9) * 1e3 : 0.0;
+  floor_ms_ = std::max(flops_ms, bytes_ms);
+  if (bytes_ms >= flops_ms) floor_path_ = "memory bandwidth";
+  return Status::Ok();
+}
+
+StatusOr<SetTolerance> LocalEvaluator::CalibrateSet(const InputSet& set) {
+  SetTolerance tol;
+  KSEARCH_RETURN_IF_ERROR(Generate(set, NextSeed(), ref_));
+  RunFailure f = RunTrusted(*reference_, ref_);
+  if (!f.ok()) return InternalError("the reference kernel failed: " + f.message);
+  if (problem_.tolerance.policy == TolerancePolicy::kRelaxed) {
+    tol.atol = problem_.tolerance.atol;
+    tol.rtol = problem_.tolerance.rtol;
+    tol.allowed_l2 = 1e300;
+    return tol;
+  }
+  f = RunTrusted(*reference_fp32_, ref32_);
+  if (!f.ok()) return InternalError("the fp32 reference kernel failed: " + f.message);
+  double worst_l2 = 0.0, worst_quantile = 0.0, rms_min = 1e300;
+  for (size_t t = 0; t < problem_.tensors.size(); ++t) {
+    const TensorSpec& spec = problem_.tensors[t];
+    if (spec.role != TensorRole::kOutput) continue;
+    KSEARCH_ASSIGN_OR_RETURN(
+        Comparison first, Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, 0.0, 0.0));
+    double rms = std::sqrt(first.raw.sum_sq_want / static_cast<double>(elements_[t]));
+    double atol = problem_.tolerance.atol_rms_fraction * rms;
+    std::vector<uint64_t> histogram;
+    KSEARCH_ASSIGN_OR_RETURN(Comparison second,
+                             Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, atol,
+                                     0.0, &histogram, atol));
+    worst_l2 = std::max(worst_l2, second.l2);
+    worst_quantile = std::max(worst_quantile, HistogramQuantile(histogram, kElementwiseQuantile));
+    rms_min = std::min(rms_min, rms);
+  }
+  tol.fp32_l2 = worst_l2;
+  tol.allowed_l2 =
+      std::max(problem_.tolerance.strict_floor, problem_.tolerance.strict_multiple * worst_l2);
+  // Elementwise: the twin's relative error at a high quantile over elements
+  // that are not near zero, times the same multiple (outputs near zero are
+  // governed by atol, which comes from the output's RMS).
+  tol.rtol = std::max(1e-6, problem_.tolerance.strict_multiple * worst_quantile);
+  tol.atol = problem_.tolerance.atol_rms_fraction * rms_min;
+  return tol;
+}
+
+Status LocalEvaluator::CheckProblemIsSound(const InputSet& set, const SetTolerance& tol) {
+  // ref_ holds this set's inputs and the reference's outputs.
+  for (size_t t = 0; t < problem_.tensors.size(); ++t) {
+    const TensorSpec& spec = problem_.tensors[t];
+    if (spec.role != TensorRole::kOutput) continue;
+    // A NaN or Inf in the truth would make every answer there unjudgeable.
+    KSEARCH_ASSIGN_OR_RETURN(Comparison self, Compare(ref_.ptr[t], ref_.ptr[t], elements_[t],
+                                                      spec.dtype, tol.atol, tol.rtol));
+    if (self.raw.nonfinite_want > 0) {
+      return InvalidArgumentError("problem '" + problem_.name + "': on input set '" + set.name +
+                                  "' the reference output '" + spec.name + "' holds " +
+                                  std::to_string(self.raw.nonfinite_want) +
+                                  " NaN or Inf values; fix the reference or the inputs");
+    }
+    // A zero kernel must fail: reject problems whose outputs it would match.
+    int64_t bytes = elements_[t] * SizeOf(spec.dtype);
+    KSEARCH_CU(api_->cuMemsetD8Async(scratch_.ptr[t], 0, static_cast<size_t>(bytes), stream_.get()),
+               "cuMemsetD8Async");
+    KSEARCH_ASSIGN_OR_RETURN(Comparison zero, Compare(scratch_.ptr[t], ref_.ptr[t], elements_[t],
+                                                      spec.dtype, tol.atol, tol.rtol));
+    if (zero.raw.sum_sq_want == 0.0 || (zero.raw.bad == 0 && zero.l2 <= tol.allowed_l2)) {
+      return InvalidArgumentError("problem '" + problem_.name + "': on input set '" + set.name +
+                                  "' the reference output '" + spec.name +
+                                  "' is (nearly) all zeros, so a kernel writing zeros would pass");
+    }
+  }
+  // Outputs must depend on the inputs: a second seed must change them.
+  KSEARCH_RETURN_IF_ERROR(CopyOutputs(ref_, scratch_));
+  KSEARCH_RETURN_IF_ERROR(Generate(set, NextSeed(), ref_));
+  RunFailure f = RunTrusted(*reference_, ref_);
+  if (!f.ok()) return InternalError("the reference kernel failed: " + f.message);
+  for (size_t t = 0; t < problem_.tensors.size(); ++t) {
+    const TensorSpec& spec = problem_.tensors[t];
+    if (spec.role != TensorRole::kOutput) continue;
+    KSEARCH_ASSIGN_OR_RETURN(Comparison across, Compare(scratch_.ptr[t], ref_.ptr[t], elements_[t],
+                                                        spec.dtype, tol.atol, tol.rtol));
+    if (across.raw.bad == 0 && across.l2 <= tol.allowed_l2) {
+      return InvalidArgumentError("problem '" + problem_.name + "': the reference output '" +
+                                  spec.name + "' barely changes between seeds on input set '" +
+                                  set.name + "', so a kernel that ignores its inputs would pass");
+    }
+  }
+  return Status::Ok();
+}
+
+Status LocalEvaluator::MeasureTolerances() {
+  for (const InputSet& set : problem_.input_sets) {
+    KSEARCH_ASSIGN_OR_RETURN(SetTolerance tol, CalibrateSet(set));
+    KSEARCH_RETURN_IF_ERROR(CheckProblemIsSound(set, tol));
+    tolerances_.push_back(tol);
+  }
+  baseline_name_ = reference_fp32_ ? "reference_fp32" : "reference";
+  if (!problem_.baseline.library.empty()) {
+    // The library is checked on the inputs ref_ holds now (the last set's).
+    const InputSet& last = problem_.input_sets.back();
+    KSEARCH_RETURN_IF_ERROR(Generate(last, NextSeed(), ref_));
+    RunFailure f = RunTrusted(*reference_, ref_);
+    if (!f.ok()) return InternalError("the reference kernel failed: " + f.message);
+    SetUpLibraryBaseline(tolerances_.back());
+  }
+  return TimeReferenceAndBaseline();
+}
+
+void LocalEvaluator::SetUpLibraryBaseline(const SetTolerance& tol) {
+  const std::string& name = problem_.baseline.library;
+  auto library = CreateLibraryBaseline(problem_);
+  if (!library.ok()) {
+    baseline_name_ += " (" + name + " unavailable: " + library.status().message() + ")";
+    return;
+  }
+  // The library must itself pass the judge on the current inputs.
+  Status ran = (*library)->Run(stream_.get(), ref32_.ptr);
+  RunFailure waited = ran.ok() ? Wait(watchdog_seconds_ * 10) : RunFailure{};
+  if (!ran.ok() || !waited.ok()) {
+    baseline_name_ += " (" + name + " failed: " + (ran.ok() ? waited.message : ran.message()) + ")";
+    return;
+  }
+  for (size_t t = 0; t < problem_.tensors.size(); ++t) {
+    const TensorSpec& spec = problem_.tensors[t];
+    if (spec.role != TensorRole::kOutput) continue;
+    auto r = Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.rtol);
+    double l2 = r.ok() ? r->l2 : 1.0;
+    if (!r.ok() || r->raw.bad > 0 || !(l2 <= tol.allowed_l2)) {
+      char text[200];
+      std::snprintf(text, sizeof(text),
+                    " (%s fails the strict check: L2 relative error %.3g, allowed %.3g)",
+                    name.c_str(), l2, tol.allowed_l2);
+      baseline_name_ += text;
+      return;
+    }
+  }
+  library_ = std::move(*library);
+  baseline_name_ = library_->name();
+  device_.baseline_library = library_->version();
+}
+
+StatusOr<double> LocalEvaluator::TimeBaselineOnce(const InputSet& set, RunFailure* failure) {
+  KSEARCH_RETURN_IF_ERROR(Generate(set, NextSeed(), base_));
+  KSEARCH_RETURN_IF_ERROR(FlushL2());
+  KSEARCH_CU(api_->cuEventRecord(start_event_.get(), stream_.get()), "cuEventRecord");
+  if (library_) {
+    KSEARCH_RETURN_IF_ERROR(library_->Run(stream_.get(), base_.ptr));
+  } else {
+    PreparedPlan* plan = reference_fp32_ ? reference_fp32_.get() : reference_.get();
+    *failure = Launch(*plan, base_);
+    if (!failure->ok()) return 0.0;
+  }
+  KSEARCH_CU(api_->cuEventRecord(end_event_.get(), stream_.get()), "cuEventRecord");
+  *failure = Wait(watchdog_seconds_);
+  if (!failure->ok()) return 0.0;
+  float ms = 0;
+  KSEARCH_CU(api_->cuEventElapsedTime(&ms, start_event_.get(), end_event_.get()),
+             "cuEventElapsedTime");
+  return static_cast<double>(ms);
+}
+
+Status LocalEvaluator::TimeReferenceAndBaseline() {
+  // The watchdog comes from the reference's time: time it (and the baseline)
+  // a few times on fresh inputs.
+  std::vector<double> ref_ms, base_ms;
+  const InputSet& set = problem_.input_sets.front();
+  for (int i = 0; i < 5; ++i) {
+    KSEARCH_RETURN_IF_ERROR(Generate(set, NextSeed(), ref_));
+    KSEARCH_RETURN_IF_ERROR(FlushL2());
+    KSEARCH_CU(api_->cuEventRecord(start_event_.get(), stream_.get()), "cuEventRecord");
+    RunFailure f = Launch(*reference_, ref_);
+    if (!f.ok()) return InternalError("the reference kernel failed: " + f.message);
+    KSEARCH_CU(api_->cuEventRecord(end_event_.get(), stream_.get()), "cuEventRecord");
+    f = Wait(watchdog_seconds_);
+    if (!f.ok()) return InternalError("the reference kernel failed: " + f.message);
+    float ms = 0;
+    KSEARCH_CU(api_->cuEventElapsedTime(&ms, start_event_.get(), end_event_.get()),
+               "cuEventElapsedTime");
+    ref_ms.push_back(ms);
+    KSEARCH_ASSIGN_OR_RETURN(double b, TimeBaselineOnce(set, &f));
+    if (!f.ok()) return InternalError("the baseline failed: " + f.message);
+    base_ms.push_back(b);
+  }
+  reference_timing_ = Summarize(ref_ms);
+  baseline_timing_ = Summarize(base_ms);
+  watchdog_seconds_ = std::max(options_.watchdog_floor_seconds, options_.watchdog_reference_multiple *
+                                                                    reference_timing_->median_ms / 1e3);
+  return Status::Ok();
+}
+
+}  // namespace ksearch::internal

@@ -1,0 +1,141 @@
+// The checks of a candidate's outputs: on every input set, the reference runs
+// first on the vault's inputs; the candidate runs on its own copy with the
+// vault sealed; then its inputs must be unchanged, its outputs must match,
+// and a second run on the same inputs must agree with the first.
+#include <cmath>
+#include <cstdio>
+
+#include "eval/local_evaluator.h"
+
+namespace ksearch::internal {
+
+bool LocalEvaluator::Mismatched(const TensorSpec& spec, size_t t, const InputSet& set,
+                                const std::string& phase, const Comparison& c,
+                                const SetTolerance& tol, CUdeviceptr want, Evaluation* e) {
+  bool l2_bad = !(c.l2 <= tol.allowed_l2);
+  if (c.raw.bad == 0 && !l2_bad) {
+    e->max_l2_rel_error = std::max(e->max_l2_rel_error, c.l2);
+    e->allowed_l2_rel_error = std::max(e->allowed_l2_rel_error, tol.allowed_l2);
+    return false;
+  }
+  Mismatch m;
+  m.tensor = spec.name;
+  m.input_set = set.name;
+  m.phase = phase;
+  m.bad_count = static_cast<int64_t>(c.raw.bad);
+  m.elements = elements_[t];
+  m.worst_index = c.raw.worst ? static_cast<int64_t>(c.raw.worst & 0xffffffffull) : -1;
+  m.max_rel_error = c.max_rel;
+  m.l2_rel_error = c.l2;
+  m.allowed_l2_rel_error = tol.allowed_l2;
+  if (m.worst_index >= 0) {
+    m.expected = ReadElement(want, spec.dtype, m.worst_index).value_or(NAN);
+    m.got = ReadElement(cand_.ptr[t], spec.dtype, m.worst_index).value_or(NAN);
+  }
+  e->mismatch = m;
+  if (c.raw.unwritten > 0) {
+    e->status = EvalStatus::kUnwrittenOutput;
+    e->message = std::to_string(c.raw.unwritten) + " of " + std::to_string(elements_[t]) +
+                 " elements of '" + spec.name + "' were never written (poison survived; input set '" +
+                 set.name + "', " + phase + ")";
+  } else {
+    e->status = EvalStatus::kWrongResult;
+    char text[320];
+    std::snprintf(text, sizeof(text),
+                  "'%s' differs from the reference on '%s' inputs (%s): %lld bad elements "
+                  "(|got-want| > %.3g + %.3g*|want|), L2 relative error %.3g (allowed %.3g)",
+                  spec.name.c_str(), set.name.c_str(), phase.c_str(),
+                  static_cast<long long>(c.raw.bad), tol.atol, tol.rtol, c.l2, tol.allowed_l2);
+    e->message = text;
+  }
+  return true;
+}
+
+bool LocalEvaluator::CheckOutputs(const InputSet& set, size_t set_index, uint64_t seed,
+                                  const std::string& phase, Evaluation* e) {
+  const SetTolerance& tol = tolerances_[set_index];
+  auto judge_error = [&](const Status& s) {
+    BreakJudge(e, phase, s);
+    return false;
+  };
+  // The same seed gives the same bits: the vault gets the inputs the
+  // candidate saw, as generated, and the reference's answer for them.
+  if (Status st = Generate(set, seed, ref_); !st.ok()) return judge_error(st);
+  RunFailure f = RunTrusted(*reference_, ref_);
+  if (!f.ok()) return judge_error(InternalError("reference: " + f.message));
+  auto modified = InputsDiffer(cand_, ref_);
+  if (!modified.ok()) return judge_error(modified.status());
+  if (*modified) {
+    e->status = EvalStatus::kInputModified;
+    e->message = "the candidate wrote into an input tensor (input set '" + set.name + "', " +
+                 phase + ")";
+    return false;
+  }
+  for (size_t t = 0; t < problem_.tensors.size(); ++t) {
+    const TensorSpec& spec = problem_.tensors[t];
+    if (spec.role != TensorRole::kOutput) continue;
+    auto c = Compare(cand_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.rtol);
+    if (!c.ok()) return judge_error(c.status());
+    if (Mismatched(spec, t, set, phase, *c, tol, ref_.ptr[t], e)) return false;
+  }
+  return true;
+}
+
+bool LocalEvaluator::CheckCorrectness(PreparedPlan& plan, const std::string& phase,
+                                      Evaluation* e) {
+  auto judge_error = [&](const Status& s) {
+    BreakJudge(e, phase, s);
+    return false;
+  };
+  int trials = phase == "check" ? std::max(1, options_.trials_per_input_set) : 1;
+  for (size_t s = 0; s < problem_.input_sets.size(); ++s) {
+    const InputSet& set = problem_.input_sets[s];
+    const SetTolerance& tol = tolerances_[s];
+    for (int trial = 0; trial < trials; ++trial) {
+      if (OverBudget(*e)) return false;
+      uint64_t seed = NextSeed();
+      if (Status st = Generate(set, seed, cand_); !st.ok()) return judge_error(st);
+      if (Status st = Poison(cand_, &plan); !st.ok()) return judge_error(st);
+      RunFailure f = RunCandidate(plan, /*seal=*/true, /*timed=*/false, nullptr);
+      if (!f.ok()) {
+        Fail(e, f);
+        return false;
+      }
+      if (!CheckOutputs(set, s, seed, phase, e)) return false;
+      if (phase != "check") continue;
+      // Determinism, on every set: the same inputs again (the candidate's
+      // copy is regenerated from the seed), and the outputs must agree.
+      if (OverBudget(*e)) return false;
+      if (Status st = CopyOutputs(cand_, scratch_); !st.ok()) return judge_error(st);
+      if (Status st = Generate(set, seed, cand_); !st.ok()) return judge_error(st);
+      if (Status st = Poison(cand_, &plan); !st.ok()) return judge_error(st);
+      f = RunCandidate(plan, /*seal=*/true, /*timed=*/false, nullptr);
+      if (!f.ok()) {
+        Fail(e, f);
+        return false;
+      }
+      for (size_t t = 0; t < problem_.tensors.size(); ++t) {
+        const TensorSpec& spec = problem_.tensors[t];
+        if (spec.role != TensorRole::kOutput) continue;
+        auto c = Compare(cand_.ptr[t], scratch_.ptr[t], elements_[t], spec.dtype, tol.atol,
+                         tol.rtol);
+        if (!c.ok()) return judge_error(c.status());
+        if (c->raw.bad > 0 || !(c->l2 <= tol.allowed_l2)) {
+          e->status =
+              c->raw.unwritten > 0 ? EvalStatus::kUnwrittenOutput : EvalStatus::kNondeterministic;
+          char text[256];
+          std::snprintf(text, sizeof(text),
+                        "two runs on the same '%s' inputs disagree: %lld elements of '%s' differ "
+                        "beyond tolerance (L2 relative difference %.3g)",
+                        set.name.c_str(), static_cast<long long>(c->raw.bad), spec.name.c_str(),
+                        c->l2);
+          e->message = text;
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace ksearch::internal

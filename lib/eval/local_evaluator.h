@@ -1,0 +1,243 @@
+// The in-process evaluator: the judge of docs/evaluation.md on one GPU.
+//
+// One class, its protocol steps in one file each:
+//   local_evaluator.cc  set-up, the order of the steps for a candidate, faults
+//   device_steps.cc     launches, the watchdog, inputs, poison, guards, compare
+//   calibration.cc      peaks and floors, tolerances, problem sanity, baseline
+//   prepare.cc          loading a plan: resolve, signature, device limits
+//   correctness.cc      the checks of a candidate's outputs
+//   timing.cc           timed runs that do the work
+//
+// Where the buffers live decides what a candidate can reach:
+//   vault_     the reference's inputs and outputs, the fp32 twin's outputs,
+//              the determinism copy: unmapped (sealed) whenever a candidate
+//              runs (lib/eval/vault.h)
+//   cand_      the candidate's inputs (a copy) and outputs, each between two
+//              guard regions that are checked after every candidate run
+//   base_      the baseline's own inputs and outputs while timing; fresh
+//              inputs before each of its runs, so nothing a candidate leaves
+//              there can change the baseline's work
+#ifndef KSEARCH_EVAL_LOCAL_EVALUATOR_H_
+#define KSEARCH_EVAL_LOCAL_EVALUATOR_H_
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "baselines/library_baseline.h"
+#include "core/plan_resolve.h"
+#include "cuda/compiler.h"
+#include "cuda/driver.h"
+#include "cuda/objects.h"
+#include "eval/judge_kernels.h"
+#include "eval/vault.h"
+#include "ksearch/evaluator.h"
+
+namespace ksearch::internal {
+
+class DeviceOutputCapture;
+
+using EvalClock = std::chrono::steady_clock;
+
+double MsSince(EvalClock::time_point start);
+
+// Why a run of a plan failed, already classified for the Evaluation.
+struct RunFailure {
+  EvalStatus status = EvalStatus::kOk;
+  std::string message;
+  bool context_lost = false;
+  bool ok() const { return status == EvalStatus::kOk; }
+};
+
+// Bytes of guard on each side of every candidate buffer.
+inline constexpr int64_t kGuardBytes = 64 * 1024;
+
+// A device buffer with a guard region on each side.
+struct GuardedBuffer {
+  DeviceBuffer raw;
+  CUdeviceptr ptr = 0;  // raw + kGuardBytes
+  int64_t bytes = 0;    // usable bytes
+};
+
+// A compiled, loaded and validated launch plan of a candidate.
+struct PreparedPlan {
+  Module module;
+  ResolvedPlan resolved;
+  std::vector<CUfunction> functions;
+  std::vector<GuardedBuffer> workspace;
+  std::vector<DType> workspace_dtypes;
+};
+
+// Device pointers for one family of tensors, indexed like Problem::tensors.
+struct TensorBuffers {
+  std::vector<CUdeviceptr> ptr;
+  std::vector<int64_t> bytes;
+};
+
+// Tolerance for one input set (measured under kStrict, fixed under kRelaxed).
+struct SetTolerance {
+  double atol = 0.0;
+  double rtol = 0.0;
+  double allowed_l2 = 0.0;
+  double fp32_l2 = 0.0;
+};
+
+// An output comparison, with the L2 relative error derived from it.
+struct Comparison {
+  CompareResults raw{};
+  double l2 = 0.0;        // +inf when the expected output is all zero but got is not
+  double max_rel = 0.0;
+};
+
+class LocalEvaluator final : public Evaluator {
+ public:
+  LocalEvaluator(Problem problem, EvaluatorOptions options);
+  ~LocalEvaluator() override;
+
+  Status Initialize();
+
+  std::vector<Evaluation> Evaluate(std::span<const Candidate> candidates,
+                                   const std::atomic<bool>* cancel) override;
+  // Evaluate, with precompiled[i] used instead of compiling candidates[i] when
+  // `precompiled` is not empty (lib/eval/judge.h).
+  std::vector<Evaluation> EvaluateWith(std::span<const Candidate> candidates,
+                                       std::span<const CompileResult> precompiled,
+                                       const std::atomic<bool>* cancel);
+  const Problem& problem() const override { return problem_; }
+  const DeviceInfo& device() const override { return device_; }
+  std::optional<TimingStats> reference_timing() const override { return reference_timing_; }
+  std::optional<TimingStats> baseline_timing() const override { return baseline_timing_; }
+  Status health() const override;
+
+ private:
+  // local_evaluator.cc
+  Status SetUpDevice();
+  void TearDownDevice();
+  void Judge(const Candidate& candidate, const CompileResult& compiled, Evaluation* e);
+  void JudgeCompileOnly(const Candidate& candidate, const CompileResult& compiled, Evaluation* e);
+  void Fail(Evaluation* e, const RunFailure& failure);
+  void RecoverContext(Evaluation* e);
+  // The judge itself failed (not the candidate): no further candidate is
+  // judged, and health() says why.
+  void BreakJudge(Evaluation* e, const std::string& during, const Status& status);
+
+  // device_steps.cc
+  RunFailure Classify(CUresult result, const char* call);
+  RunFailure Launch(PreparedPlan& plan, const TensorBuffers& buffers);
+  RunFailure Wait(double limit_seconds);
+  // A trusted plan (reference, twin) on the stream, then the watchdog.
+  RunFailure RunTrusted(PreparedPlan& plan, const TensorBuffers& buffers);
+  // The candidate's plan, then the guard check: an out-of-bounds write
+  // becomes kOutOfBoundsWrite. With `seal`, the vault is unmapped around
+  // it. `timed` records events around the launches and returns the
+  // milliseconds in *ms.
+  RunFailure RunCandidate(PreparedPlan& plan, bool seal, bool timed, double* ms);
+  // Overwrites everything the vault holds with poison: while timing, the
+  // vault stays mapped (unmapping flushes the GPU's TLBs, which would slow
+  // the timed run), so it must hold no truth then (see timing.cc).
+  Status PoisonVault();
+  // Inputs of `set` from `seed` into the inputs of `family` (same seed, same
+  // bits in any family).
+  Status Generate(const InputSet& set, uint64_t seed, const TensorBuffers& family);
+  Status CopyInputs(const TensorBuffers& from, const TensorBuffers& to);
+  Status CopyOutputs(const TensorBuffers& from, const TensorBuffers& to);
+  Status Poison(const TensorBuffers& buffers, PreparedPlan* plan);
+  Status FlushL2();
+  StatusOr<Comparison> Compare(CUdeviceptr got, CUdeviceptr want, int64_t n, DType dtype,
+                               double atol, double rtol,
+                               std::vector<uint64_t>* histogram = nullptr,
+                               double histogram_min_abs = 0.0);
+  StatusOr<double> ReadElement(CUdeviceptr p, DType dtype, int64_t index);
+  StatusOr<bool> InputsDiffer(const TensorBuffers& a, const TensorBuffers& b);
+  // Words in the guard regions of cand_ and of the plan's workspace that no
+  // longer hold kGuard32.
+  StatusOr<uint64_t> GuardViolations(const PreparedPlan& plan);
+  Status FillGuards(const GuardedBuffer& buffer);
+  StatusOr<GuardedBuffer> AllocateGuarded(int64_t bytes);
+
+  // calibration.cc
+  Status MeasurePeaks();
+  StatusOr<double> MeasureMmaPeak(int kind);
+  Status MeasureTolerances();
+  StatusOr<SetTolerance> CalibrateSet(const InputSet& set);
+  Status CheckProblemIsSound(const InputSet& set, const SetTolerance& tol);
+  void SetUpLibraryBaseline(const SetTolerance& tol);
+  Status TimeReferenceAndBaseline();
+  // One timed run of the baseline on base_ with fresh inputs of `set`.
+  StatusOr<double> TimeBaselineOnce(const InputSet& set, RunFailure* failure);
+
+  // prepare.cc
+  std::unique_ptr<PreparedPlan> Prepare(const CompileResult& compiled, const LaunchPlan& plan,
+                                        Evaluation* evaluation, RunFailure* failure);
+  StatusOr<std::unique_ptr<PreparedPlan>> PrepareTrusted(const KernelSpec& kernel,
+                                                         const std::string& what);
+
+  // correctness.cc
+  // Checks the candidate on every input set; false with e filled on failure.
+  bool CheckCorrectness(PreparedPlan& plan, const std::string& phase, Evaluation* e);
+  // The reference on the vault's copy of (set, seed), then the candidate's
+  // outputs in cand_ against it; `phase` names the step in messages.
+  bool CheckOutputs(const InputSet& set, size_t set_index, uint64_t seed,
+                    const std::string& phase, Evaluation* e);
+  bool Mismatched(const TensorSpec& spec, size_t t, const InputSet& set, const std::string& phase,
+                  const Comparison& c, const SetTolerance& tol, CUdeviceptr want, Evaluation* e);
+
+  // timing.cc
+  void TimeCandidate(PreparedPlan& plan, Evaluation* e);
+
+  // A fresh input seed for every generation: inputs never repeat across
+  // candidates, checks, timed runs or re-checks.
+  uint64_t NextSeed();
+  bool OverBudget(const Evaluation& e) const;
+
+  Problem problem_;
+  EvaluatorOptions options_;
+  DeviceInfo device_;
+  std::unique_ptr<Compiler> compiler_;
+  std::mutex mutex_;  // one Evaluate at a time: one timing lane per GPU
+  uint64_t seed_ = 0;
+  uint64_t seed_counter_ = 0;
+  std::mt19937_64 rng_;  // spot checks
+
+  // GPU side.
+  std::unique_ptr<CudaContext> ctx_;
+  const DriverApi* api_ = nullptr;
+  Stream stream_;
+  Event start_event_, end_event_;
+  Module judge_module_;
+  CUfunction fill_fn_ = nullptr, compare_fn_ = nullptr, diff_fn_ = nullptr, read_fn_ = nullptr,
+             fma_fn_ = nullptr, mma_fn_ = nullptr, count_ne_fn_ = nullptr;
+  DeviceBuffer results_;  // CompareResults, a histogram and scratch words
+  DeviceBuffer flush_;
+  TruthVault vault_;
+  TensorBuffers ref_, ref32_, scratch_;  // inside the vault
+  TensorBuffers cand_;                   // guarded
+  std::vector<GuardedBuffer> cand_owned_;
+  TensorBuffers base_;
+  std::vector<DeviceBuffer> base_owned_;
+  std::unique_ptr<PreparedPlan> reference_, reference_fp32_;
+  std::unique_ptr<LibraryBaseline> library_;
+  std::vector<int64_t> elements_;  // per tensor
+  std::vector<SetTolerance> tolerances_;
+  std::optional<TimingStats> reference_timing_, baseline_timing_;
+  std::string baseline_name_;
+  double watchdog_seconds_ = 2.0;
+  double floor_ms_ = 0.0;
+  std::string floor_path_;  // what the floor's arithmetic term assumes
+  bool broken_ = false;
+  bool hung_ = false;  // a kernel may still be running: never wait on the device again
+  std::string broken_reason_;
+  unsigned flush_value_ = 1;
+  EvalClock::time_point candidate_start_;
+  std::unique_ptr<DeviceOutputCapture> output_;  // null: stdout is left alone
+};
+
+}  // namespace ksearch::internal
+
+#endif  // KSEARCH_EVAL_LOCAL_EVALUATOR_H_

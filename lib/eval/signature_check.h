@@ -1,0 +1,32 @@
+// The rule that a launch's arguments match its kernel's parameters, shared by
+// the GPU judge (sizes from cuFuncGetParamInfo) and the compile-only judge
+// (sizes read from the cubin, cuda/cubin_info.h).
+//
+// Thread safety: a pure function; safe from any thread.
+#ifndef KSEARCH_EVAL_SIGNATURE_CHECK_H_
+#define KSEARCH_EVAL_SIGNATURE_CHECK_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/plan_resolve.h"
+#include "ksearch/candidate.h"
+
+namespace ksearch::internal {
+
+// Empty when `launch` (launches[index] of a plan, resolved from `spec`) passes
+// exactly as many arguments as the kernel has parameters, each of the
+// parameter's size in bytes (`param_sizes`, in declaration order). Otherwise
+// the reason, for an invalid_plan verdict, naming the launch, the kernel and
+// the argument as the plan writes it:
+//   launches[0] (scale): the plan passes 2 arguments but the kernel takes 3
+//   launches[0] (scale): argument 2 ("n:i32") is 8 bytes in the kernel but
+//   the plan passes 4 (pointers are 8 bytes; scalars i32/f32 4, i64 8)
+std::string ArgumentMismatch(size_t index, const LaunchSpec& spec, const ResolvedLaunch& launch,
+                             std::span<const int64_t> param_sizes);
+
+}  // namespace ksearch::internal
+
+#endif  // KSEARCH_EVAL_SIGNATURE_CHECK_H_
