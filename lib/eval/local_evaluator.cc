@@ -273,6 +273,7 @@ StatusOr<std::unique_ptr<PreparedPlan>> LocalEvaluator::PrepareTrusted(const Ker
                                                                        const std::string& what) {
   CompileRequest request{kernel.source, internal::ParamDefines(kernel.plan), device_.Arch(),
                          what + ".cu"};
+  request.trusted = true;  // the problem's own kernel, not a candidate
   KSEARCH_ASSIGN_OR_RETURN(CompileResult compiled, compiler_->Compile(request));
   if (!compiled.ok) {
     return InternalError("the problem's " + what + " kernel does not compile:\n" + compiled.log);
@@ -290,6 +291,7 @@ Status LocalEvaluator::SetUpDevice() {
   KSEARCH_ASSIGN_OR_RETURN(start_event_, Event::Create(*api_));
   KSEARCH_ASSIGN_OR_RETURN(end_event_, Event::Create(*api_));
   CompileRequest judge{internal::kJudgeKernelSource, {}, device_.Arch(), "ksearch_judge.cu"};
+  judge.trusted = true;
   KSEARCH_ASSIGN_OR_RETURN(CompileResult compiled, compiler_->Compile(judge));
   if (!compiled.ok) return InternalError("ksearch's judge kernels do not compile:\n" + compiled.log);
   KSEARCH_ASSIGN_OR_RETURN(judge_module_, Module::Load(*api_, compiled.cubin));

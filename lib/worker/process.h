@@ -45,6 +45,12 @@ void Kill(pid_t pid);
 // of places tried.
 StatusOr<std::string> LocateWorkerBinary(const std::string& explicit_path);
 
+// The same search for the compile helper, ksearch-compile
+// (cuda/compile_helper.h): `explicit_path`, $KSEARCH_COMPILE_HELPER, the
+// folders of the executable and of libksearch, the build tree, the install
+// prefix. Errors: kNotFound "compile helper missing: …" with the places tried.
+StatusOr<std::string> LocateCompileHelper(const std::string& explicit_path);
+
 }  // namespace ksearch::internal::worker
 
 #endif  // KSEARCH_WORKER_PROCESS_H_

@@ -517,6 +517,10 @@ void WorkerPool::OnFrame(Slot& slot, Frame frame) {
     case MessageType::kShutdown:
       return violation("sent a '" + ToString(frame.type) +
                        "' frame, which only the orchestrator sends");
+    case MessageType::kCompile:
+    case MessageType::kCompiled:
+      return violation("sent a '" + ToString(frame.type) +
+                       "' frame, which only the compile helper's caller and the helper send");
   }
 }
 
