@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include "ksearch/evaluator.h"
+
 namespace ksearch::internal {
 namespace {
 
@@ -324,3 +326,13 @@ Status ConfineThisProcess(const std::vector<std::string>& readable_dirs,
 }
 
 }  // namespace ksearch::internal
+
+namespace ksearch {
+
+bool CompileConfinementAvailable(std::string* why) {
+  Status available = internal::ConfinementAvailable();
+  if (!available.ok() && why) *why = available.message();
+  return available.ok();
+}
+
+}  // namespace ksearch

@@ -27,6 +27,7 @@
 #include "eval/judge.h"
 #include "eval/judge_kernels.h"
 #include "eval/stats.h"
+#include "worker/compile.h"
 #include "ksearch/evaluator.h"
 
 namespace ksearch {
@@ -61,13 +62,6 @@ int JudgeDType(DType d) {
     case DType::kU8: return internal::kJudgeU8;
   }
   return internal::kJudgeF32;
-}
-
-std::string DefaultCacheDir() {
-  if (const char* env = std::getenv("KSEARCH_CACHE_DIR"); env && *env) return env;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/ksearch";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/ksearch";
-  return "";
 }
 
 // Why a run of a plan failed, already classified for the Evaluation.
@@ -221,14 +215,9 @@ class LocalEvaluator final : public Evaluator {
 
 Status LocalEvaluator::Initialize() {
   KSEARCH_RETURN_IF_ERROR(problem_.Validate().WithContext("problem '" + problem_.name + "'"));
-  internal::CompilerOptions copts;
-  copts.cache_dir = options_.compile_cache_dir == "off"
-                        ? ""
-                        : (options_.compile_cache_dir.empty() ? DefaultCacheDir()
-                                                              : options_.compile_cache_dir);
-  if (!copts.cache_dir.empty()) copts.cache_dir += "/cubin";
-  copts.max_log_bytes = options_.max_log_bytes;
-  copts.timeout_seconds = options_.compile_timeout_seconds;
+  internal::CompilerOptions copts = internal::worker::CompilerOptionsFor(options_);
+  // Said before any GPU work: candidates could not be compiled here.
+  KSEARCH_RETURN_IF_ERROR(internal::CheckUntrustedCompiles(copts));
   compiler_ = std::make_unique<Compiler>(copts);
   seed_ = options_.seed ? options_.seed
                         : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
@@ -1278,6 +1267,7 @@ std::vector<Evaluation> LocalEvaluator::EvaluateWith(std::span<const Candidate> 
       }
     }
     Judge(c, compiled, &e);
+    internal::worker::NoteUnsandboxed(compiled, &e);
     e.total_ms = MsSince(start) + e.compile_ms;
     if (!options_.compile_only) {
       e.device.sm_clock_mhz = device_.sm_clock_mhz;

@@ -627,6 +627,7 @@ void WorkerPool::OnResult(Slot& slot, ResultMessage result) {
     e.compile_ms = task.compile_ms;
     e.compile_cached = task.compiled->cached;
     e.total_ms = judge_ms + e.compile_ms;
+    NoteUnsandboxed(*task.compiled, &e);
   }
   double check_ms = e.check_ms, timing_ms = e.timing_ms;
   UpdateStats([check_ms, timing_ms](WorkerPoolStats& s) {
@@ -1011,6 +1012,10 @@ StatusOr<std::unique_ptr<WorkerPoolEvaluator>> CreateWorkerPoolEvaluator(
   }
   KSEARCH_RETURN_IF_ERROR(problem.Validate().WithContext("problem '" + problem.name + "'"));
   KSEARCH_ASSIGN_OR_RETURN(std::string binary, LocateWorkerBinary(options.worker_binary));
+  // Where the candidates compile (here or in the workers, on this machine):
+  // refused now rather than per candidate.
+  KSEARCH_RETURN_IF_ERROR(
+      internal::CheckUntrustedCompiles(CompilerOptionsFor(options.evaluator)));
   auto pool = std::make_unique<WorkerPool>(problem, options, std::move(binary));
   KSEARCH_RETURN_IF_ERROR(pool->Start());
   return std::unique_ptr<WorkerPoolEvaluator>(std::move(pool));

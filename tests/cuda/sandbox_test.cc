@@ -1,18 +1,26 @@
 // The confined compile helper: what it refuses, the include tricks that once
 // reached files outside the toolkit, the kill at the time limit, the memory
 // limit. Skipped (with the reason) where this kernel offers no Landlock.
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstddef>
+#include <iostream>
 #include <string>
 
 #include "cuda/compile_helper.h"
 #include "cuda/compiler.h"
 #include "cuda/sandbox.h"
+#include "ksearch/evaluator.h"
+#include "ksearch/problem.h"
 #include "test_util.h"
 
 namespace ksearch::internal {
@@ -255,6 +263,80 @@ TEST_F(Sandbox, ControlCharactersInTheLogAreEscaped) {
   }
   EXPECT_NE(r->log.find("\\x1b[31mred\\x07"), std::string::npos) << r->log;
   EXPECT_EQ(r->log.find("\xc2\x9b"), std::string::npos) << r->log;
+}
+
+// Makes this process look like one on a kernel without Landlock:
+// landlock_create_ruleset fails with ENOSYS.
+bool HideLandlock() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 444 /* landlock_create_ruleset */, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{sizeof(filter) / sizeof(filter[0]), filter};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) == 0;
+}
+
+// Returns the number of expectations that failed, each named on stderr.
+int CheckBehaviourWithoutLandlock() {
+  int failures = 0;
+  auto expect = [&](bool ok, const std::string& what) {
+    if (!ok) std::cerr << "FAILED: " << what << "\n";
+    failures += ok ? 0 : 1;
+  };
+  if (!HideLandlock()) return 100;
+  Status available = ConfinementAvailable();
+  expect(!available.ok() && available.message().find("not supported by this kernel") !=
+                                std::string::npos,
+         "ConfinementAvailable: " + available.ToString());
+  CompilerOptions options;
+  options.cache_dir = "";
+  const char* good = "extern \"C\" __global__ void k(float* y) { y[0] = 1.0f; }";
+  auto refused = Compiler(options).Compile({good, {}, "sm_90"});
+  expect(refused.status().code() == StatusCode::kFailedPrecondition,
+         "refusal: " + refused.status().ToString());
+  expect(refused.status().message().find("--unsandboxed-compile") != std::string::npos &&
+             refused.status().message().find('\n') == std::string::npos,
+         "one line naming the flag: " + refused.status().message());
+  CompileRequest trusted{good, {}, "sm_90"};
+  trusted.trusted = true;
+  auto in_process = Compiler(options).Compile(trusted);
+  expect(in_process.ok() && in_process->ok && !in_process->unsandboxed, "trusted compile");
+  options.allow_unsandboxed = true;
+  auto allowed = Compiler(options).Compile({good, {}, "sm_90"});
+  expect(allowed.ok() && allowed->ok && allowed->unsandboxed, "allowed unconfined compile");
+  // The evaluator refuses at creation, before any compile.
+  auto problem = LoadProblem("softmax");
+  if (!problem.ok()) return failures + 1;
+  EvaluatorOptions eval;
+  eval.compile_only = true;
+  eval.arch = "sm_90";
+  eval.compile_cache_dir = "off";
+  auto evaluator = CreateLocalEvaluator(*problem, eval);
+  expect(evaluator.status().code() == StatusCode::kFailedPrecondition,
+         "CreateLocalEvaluator: " + evaluator.status().ToString());
+  eval.allow_unsandboxed_compile = true;
+  evaluator = CreateLocalEvaluator(*problem, eval);
+  expect(evaluator.ok(), "CreateLocalEvaluator allowed: " + evaluator.status().ToString());
+  if (evaluator.ok()) {
+    Candidate candidate;
+    candidate.id = "c";
+    candidate.source = problem->start.source;
+    candidate.plan = problem->start.plan;
+    auto results = (*evaluator)->Evaluate(std::span<const Candidate>(&candidate, 1));
+    expect(results.size() == 1 &&
+               results[0].message.find("compiled without confinement") != std::string::npos,
+           "the evaluation says it ran unconfined: " +
+               (results.empty() ? std::string("none") : results[0].message));
+  }
+  return failures;
+}
+
+TEST(NoConfinement, UntrustedCompilesAreRefusedUnlessAllowedAndSaySo) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(CheckBehaviourWithoutLandlock()), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
