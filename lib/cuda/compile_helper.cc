@@ -12,8 +12,10 @@
 #include <boost/json.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <regex>
 #include <vector>
 
 #include "cuda/sandbox.h"
@@ -108,6 +110,7 @@ std::string Probe(const std::string& action, const std::string& path) {
     ::waitpid(pid, nullptr, 0);
     return "ok";
   }
+  if (action == "env") return std::getenv(path.c_str()) ? "set" : "unset";
   if (action == "exec") {
     char* argv[] = {const_cast<char*>(path.c_str()), nullptr};
     ::execv(path.c_str(), argv);
@@ -176,7 +179,13 @@ StatusOr<HelperRun> RunHelper(const std::string& arch, const boost::json::object
                                         "--cpu-seconds",
                                         std::to_string(std::ceil(options.timeout_seconds))};
   auto start = Clock::now();
-  KSEARCH_ASSIGN_OR_RETURN(worker::SpawnedProcess child, worker::Spawn(binary, arguments));
+  // The caller's environment (API keys among it) stays out of the helper.
+  std::vector<std::string> environment;
+  if (const char* path = std::getenv("LD_LIBRARY_PATH")) {
+    environment.push_back(std::string("LD_LIBRARY_PATH=") + path);
+  }
+  KSEARCH_ASSIGN_OR_RETURN(worker::SpawnedProcess child,
+                           worker::Spawn(binary, arguments, &environment));
   if (options.on_spawn) options.on_spawn(child.pid);
   ::fcntl(child.fd, F_SETFL, ::fcntl(child.fd, F_GETFL) | O_NONBLOCK);
   // The source travels as the attachment: its bytes need not be UTF-8.
@@ -291,8 +300,10 @@ StatusOr<CompileResult> CompileInHelper(const CompileRequest& request,
                          worker::ToString(run.answer->type) + "' frame");
   }
   // The helper escaped and bounded it already; the caller does not take its
-  // word for it.
-  result.log = EscapeLog(result.log);
+  // word for it. A file the ruleset hides reads as one that is not there:
+  // the log does not tell which paths exist outside the toolkit.
+  static const std::regex kDenied(R"((cannot open source file "[^"\n]*"): Permission denied)");
+  result.log = std::regex_replace(EscapeLog(result.log), kDenied, "$1");
   if (static_cast<int64_t>(result.log.size()) > 2 * options.max_log_bytes + 4096) {
     result.log.resize(static_cast<size_t>(2 * options.max_log_bytes));
   }

@@ -49,7 +49,8 @@ StatusOr<CompileResult> CompileInHelper(const CompileRequest& request,
 // compile, then tries `action` on `path` instead of compiling, and reports
 // "ok" or the error ("open: Permission denied"). Actions: "read" (open and
 // read a file), "list" (open a folder), "create" (create a file), "socket",
-// "fork", "exec" (`path` as a program).
+// "fork", "exec" (`path` as a program), "env" ("set" or "unset": the
+// environment variable `path`).
 StatusOr<std::string> ProbeHelper(const std::string& action, const std::string& path,
                                   const HelperOptions& options);
 

@@ -121,7 +121,8 @@ StatusOr<std::string> LocateCompileHelper(const std::string& explicit_path) {
 }
 
 StatusOr<SpawnedProcess> Spawn(const std::string& binary,
-                               const std::vector<std::string>& arguments) {
+                               const std::vector<std::string>& arguments,
+                               const std::vector<std::string>* environment) {
   if (!IsExecutableFile(binary)) {
     return NotFoundError("worker binary missing: '" + binary + "' is not an executable file");
   }
@@ -145,6 +146,11 @@ StatusOr<SpawnedProcess> Spawn(const std::string& binary,
   std::vector<char*> argv;
   for (std::string& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  if (environment) {
+    for (const std::string& entry : *environment) envp.push_back(const_cast<char*>(entry.c_str()));
+    envp.push_back(nullptr);
+  }
 
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
@@ -169,7 +175,8 @@ StatusOr<SpawnedProcess> Spawn(const std::string& binary,
   posix_spawnattr_setflags(&attr,
                            POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   pid_t pid = 0;
-  int error = ::posix_spawn(&pid, binary.c_str(), &actions, &attr, argv.data(), environ);
+  int error = ::posix_spawn(&pid, binary.c_str(), &actions, &attr, argv.data(),
+                            environment ? envp.data() : environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   ::close(child_fd);

@@ -85,6 +85,14 @@ TEST_F(Sandbox, TheHelperCannotWriteConnectForkOrExec) {
   EXPECT_NE(*ProbeHelper("exec", "/bin/true", options), "ok");
 }
 
+TEST_F(Sandbox, TheHelperGetsNoneOfTheCallersEnvironment) {
+  ::setenv("KSEARCH_TEST_API_KEY", "sk-secret", 1);
+  auto seen = ProbeHelper("env", "KSEARCH_TEST_API_KEY", HelperOptions{});
+  ::unsetenv("KSEARCH_TEST_API_KEY");
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ(*seen, "unset");
+}
+
 TEST_F(Sandbox, AbsolutePathsFail) {
   ExpectNoLeak("#include \"" + secret_ + "\"\n");
   ExpectNoLeak("#include <" + secret_ + ">\n");
@@ -94,7 +102,15 @@ TEST_F(Sandbox, AbsolutePathsFail) {
 
 TEST_F(Sandbox, FilesThatExistAndThatDoNotFailAlike) {
   ExpectNoLeak("#include \"" + secret_ + "\"\n");
-  ExpectNoLeak("#include \"" + dir_.path() + "/missing.h\"\n");
+  std::string missing = dir_.path() + "/nosuch.h";  // as long as secret.h
+  ExpectNoLeak("#include \"" + missing + "\"\n");
+  // The logs differ only in the name: nothing tells that one file exists.
+  Compiler compiler(Options());
+  std::string present = compiler.Compile({"#include \"" + secret_ + "\"\n", {}, "sm_90"})->log;
+  std::string absent = compiler.Compile({"#include \"" + missing + "\"\n", {}, "sm_90"})->log;
+  for (size_t at; (at = present.find(secret_)) != std::string::npos;) present.replace(at, secret_.size(), "F");
+  for (size_t at; (at = absent.find(missing)) != std::string::npos;) absent.replace(at, missing.size(), "F");
+  EXPECT_EQ(present, absent);
 }
 
 TEST_F(Sandbox, MacroExpandedIncludeNamesFail) {
@@ -153,9 +169,18 @@ TEST_F(Sandbox, PathsRelativeToTheWorkingDirectoryFail) {
   ExpectNoLeak("#include <cuda/../../../../../../../../etc/passwd>\n");
 }
 
-TEST_F(Sandbox, HasIncludeRevealsNoContent) {
-  // __has_include may answer for a path, but the file cannot be opened, so
-  // nothing of it can reach the log.
+TEST_F(Sandbox, HasIncludeSaysNoOutsideTheToolkit) {
+  Compiler compiler(Options());
+  auto probe = [&](const std::string& header) {
+    std::string source = "#if __has_include(" + header +
+                         ")\n#error FOUND\n#endif\nextern \"C\" __global__ void k() {}\n";
+    auto r = compiler.Compile({source, {}, "sm_90", "has.cu"});
+    return r.ok() && !r->ok && r->log.find("FOUND") != std::string::npos;
+  };
+  EXPECT_FALSE(probe("\"" + secret_ + "\""));
+  EXPECT_FALSE(probe("</etc/passwd>"));
+  EXPECT_TRUE(probe("<cuda_fp16.h>"));
+  // And nothing of such a file reaches the log.
   ExpectNoLeak("#if __has_include(\"" + secret_ + "\")\n#include \"" + secret_ +
                "\"\n#else\n#error no\n#endif\n");
   ExpectNoLeak("#if __has_include(</etc/passwd>)\n#include </etc/passwd>\n#else\n#error no\n#endif\n");
