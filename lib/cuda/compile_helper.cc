@@ -345,11 +345,11 @@ int CompileHelperMain(int argc, char** argv) {
     if (null > 2) ::close(null);
   }
   // Everything NVRTC loads (libnvrtc-builtins, libcuda where present) is
-  // loaded now, while files can still be opened.
+  // loaded now, while files can still be opened. Where this fails (an arch
+  // NVRTC does not know), the real compile fails alike and its log says why.
   CompileRequest warm{"extern \"C\" __global__ void ksearch_warm_up() {}", {}, args.arch,
                       "ksearch_warm_up.cu"};
-  CompileResult warmed = CompileWithNvrtc(warm, 4096);
-  if (!warmed.ok) return SendFatal(args.fd, "NVRTC does not work for " + args.arch + ": " + warmed.log);
+  CompileWithNvrtc(warm, 4096);
   // Relative includes resolve against a folder the ruleset does not allow.
   if (::chdir("/") != 0) return SendFatal(args.fd, Errno("chdir(\"/\")", errno));
   ConfinementLimits limits{args.memory_bytes, args.cpu_seconds};

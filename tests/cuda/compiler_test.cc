@@ -183,6 +183,13 @@ TEST(Compiler, TruncatesHugeLogsWithANote) {
   EXPECT_LT(r->log.size(), 500u);
 }
 
+TEST(Compiler, AnArchNvrtcDoesNotKnowIsACompileErrorWithTheLog) {
+  auto r = Compiler(NoDiskCache()).Compile({kGood, {}, "sm_999"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->ok);
+  EXPECT_NE(r->log.find("--gpu-architecture"), std::string::npos) << r->log;
+}
+
 TEST(Compiler, RejectsVirtualArchs) {
   Compiler compiler(NoDiskCache());
   EXPECT_EQ(compiler.Compile({kGood, {}, "compute_90"}).status().code(), StatusCode::kInvalidArgument);
