@@ -15,14 +15,17 @@ build=$root/.gpu-build
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKSEARCH_BUILD_EXAMPLES=OFF \
       '-DCMAKE_BUILD_RPATH=$ORIGIN;/usr/local/cuda/lib64' >/dev/null
 # Every gpu-labelled test binary (tests/CMakeLists.txt lists them in
-# gpu-tests.txt), the CLI, the worker and the GPU benchmarks.
-cmake --build "$build" -j"$(nproc)" --target ksearch_cli ksearch_worker ksearch_gpu_test_binaries \
-      ksearch_bench_eval ksearch_bench_worker ksearch_bench_queue
+# gpu-tests.txt), the CLI, the worker, the compile helper, the compiler tests
+# (the confinement on the GPU host) and the GPU benchmarks.
+cmake --build "$build" -j"$(nproc)" --target ksearch_cli ksearch_worker ksearch_compile \
+      ksearch_gpu_test_binaries ksearch_cuda_tests ksearch_bench_eval ksearch_bench_worker \
+      ksearch_bench_queue
 rm -rf "$out"
 mkdir -p "$out"
 while read -r binary; do cp "$binary" "$out/"; done < "$build/gpu-tests.txt"
 cp "$build/tools/ksearch/ksearch" "$build/bench/ksearch_bench_eval" \
-   "$build/tools/worker/ksearch-worker" \
+   "$build/tools/worker/ksearch-worker" "$build/tools/compile/ksearch-compile" \
+   "$build/tests/cuda/ksearch_cuda_tests" \
    "$build/bench/worker/ksearch_bench_worker" "$build/bench/queue/ksearch_bench_queue" "$out/"
 cp -L "$build/lib/libksearch.so.0.1" "$out/"
 for lib in libboost_json.so.1.81.0 libsimdjson.so.14 libhiredis.so.0.14; do
@@ -47,7 +50,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 export KSEARCH_PROBLEMS_DIR=${KSEARCH_PROBLEMS_DIR:-$here/../problems}
 export KSEARCH_CACHE_DIR=${KSEARCH_CACHE_DIR:-/tmp/ksearch-cache}
 export KSEARCH_WORKER=${KSEARCH_WORKER:-$here/ksearch-worker}
-exec python3 "$here/run-gpu-tests.py" --bundle "$here" "$@"
+# The compile confinement on this host first (its tests skip, naming the
+# reason, without Landlock), then every GPU test.
+status=0
+"$here/ksearch_cuda_tests" --gtest_brief=1 || status=1
+python3 "$here/run-gpu-tests.py" --bundle "$here" "$@" || status=1
+exit $status
 RUN
 chmod +x "$out/run-gpu-tests.sh"
 du -sh "$out"

@@ -43,6 +43,14 @@ struct EvaluatorOptions {
   double compile_timeout_seconds = 60.0;
   // Compile logs longer than this are truncated with a note.
   int64_t max_log_bytes = 64 * 1024;
+  // Candidate sources compile in a confined helper process, ksearch-compile
+  // (docs/evaluation.md, "What is confined and how"). Where this machine
+  // offers no confinement (no Landlock), creating an evaluator fails with the
+  // reason, unless this is set: then candidates compile unconfined, in
+  // process, and every such evaluation's message says so.
+  bool allow_unsandboxed_compile = false;
+  // Address-space limit (RLIMIT_AS) of the compile helper.
+  int64_t compile_memory_limit_bytes = int64_t{4} << 30;
   // On-disk compile cache folder. Empty: $KSEARCH_CACHE_DIR, else
   // $XDG_CACHE_HOME/ksearch, else ~/.cache/ksearch. "off" disables it.
   std::string compile_cache_dir;
@@ -132,6 +140,11 @@ StatusOr<std::unique_ptr<Evaluator>> CreateLocalEvaluator(const Problem& problem
 // True when libcuda.so.1 loads and reports at least one device; `why` (if not
 // null) receives the one-line reason otherwise.
 bool CudaDriverAvailable(std::string* why = nullptr);
+
+// True when candidate compiles can be confined on this machine (Landlock and
+// seccomp; docs/evaluation.md, "What is confined and how"); `why` (if not
+// null) receives the one-line reason otherwise.
+bool CompileConfinementAvailable(std::string* why = nullptr);
 
 }  // namespace ksearch
 

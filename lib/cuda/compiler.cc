@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <sstream>
@@ -13,7 +14,10 @@
 
 #include "core/file_util.h"
 #include "core/hash.h"
+#include "cuda/compile_helper.h"
+#include "cuda/sandbox.h"
 #include "cuda/standin_headers.h"
+#include "worker/process.h"
 
 namespace ksearch::internal {
 namespace {
@@ -27,10 +31,20 @@ std::string NvrtcError(nvrtcResult result, const char* call) {
 std::string Truncate(std::string log, int64_t limit) {
   if (limit <= 0 || static_cast<int64_t>(log.size()) <= limit) return log;
   size_t total = log.size();
-  log.resize(static_cast<size_t>(limit));
+  size_t cut = static_cast<size_t>(limit);
+  // Not inside a UTF-8 sequence.
+  while (cut > 0 && (static_cast<unsigned char>(log[cut]) & 0xc0) == 0x80) --cut;
+  log.resize(cut);
   log += "\n[ksearch: log truncated: showing the first " + std::to_string(limit) + " of " +
          std::to_string(total) + " bytes]\n";
   return log;
+}
+
+std::string RefusalMessage(const Status& confinement) {
+  return "untrusted sources are not compiled here: no confinement is available (" +
+         confinement.message() +
+         "); --unsandboxed-compile (EvaluatorOptions::allow_unsandboxed_compile) compiles them "
+         "without it";
 }
 
 // The outcome of one NVRTC run, shared between the compiling thread and the
@@ -42,7 +56,9 @@ struct CompileJob {
   CompileResult result;
 };
 
-void RunNvrtc(const CompileRequest& request, int64_t max_log_bytes, CompileJob* job) {
+}  // namespace
+
+CompileResult CompileWithNvrtc(const CompileRequest& request, int64_t max_log_bytes) {
   CompileResult result;
   auto start = Clock::now();
   std::vector<const char*> header_texts, header_names;
@@ -72,7 +88,7 @@ void RunNvrtc(const CompileRequest& request, int64_t max_log_bytes, CompileJob* 
       nvrtcGetProgramLog(program, log.data());
       log.resize(log_size - 1);
       result.resources = ParsePtxasLog(log);
-      result.log = Truncate(std::move(log), max_log_bytes);
+      result.log = Truncate(EscapeLog(log), max_log_bytes);
     }
     if (compiled == NVRTC_SUCCESS) {
       size_t cubin_size = 0;
@@ -94,13 +110,9 @@ void RunNvrtc(const CompileRequest& request, int64_t max_log_bytes, CompileJob* 
     nvrtcDestroyProgram(&program);
   }
   result.compile_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  std::lock_guard<std::mutex> lock(job->mutex);
-  job->result = std::move(result);
-  job->done = true;
-  job->done_cv.notify_all();
+  return result;
 }
 
-}  // namespace
 
 Compiler::Compiler(CompilerOptions options) : options_(std::move(options)) {
   if (!options_.cache_dir.empty()) {
@@ -146,7 +158,7 @@ std::string Compiler::CudaIncludeDirectory() {
 
 std::string Compiler::CacheKey(const CompileRequest& request) {
   Hasher hasher;
-  hasher.Add("ksearch-compile-v1").Add(request.source).Add(request.arch).Add(NvrtcVersion());
+  hasher.Add("ksearch-compile-v2").Add(request.source).Add(request.arch).Add(NvrtcVersion());
   for (const std::string& o : request.options) hasher.Add(o);
   for (const StandinHeader& h : kStandinHeaders) hasher.Add(h.name).Add(h.text);
   return hasher.HexDigest();
@@ -165,11 +177,6 @@ int64_t Compiler::misses() const {
 StatusOr<CompileResult> Compiler::Compile(const CompileRequest& request) {
   if (request.arch.rfind("sm_", 0) != 0) {
     return InvalidArgumentError("arch '" + request.arch + "': expected a real architecture such as sm_90");
-  }
-  if (Status includes = CheckIncludes(request.source); !includes.ok()) {
-    CompileResult result;
-    result.log = includes.message();
-    return result;
   }
   std::string key = CacheKey(request);
   {
@@ -195,11 +202,26 @@ StatusOr<CompileResult> Compiler::Compile(const CompileRequest& request) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++misses_;
   }
-  result = CompileUncached(request);
-  if (!result.timed_out) {
-    Remember(key, result);
-    StoreToDisk(key, result);
+  if (request.trusted) {
+    result = CompileUncached(request);
+  } else if (Status confinement = ConfinementAvailable(); confinement.ok()) {
+    HelperOptions helper;
+    helper.binary = options_.helper_binary;
+    helper.timeout_seconds = options_.timeout_seconds;
+    helper.memory_limit_bytes = options_.memory_limit_bytes;
+    helper.max_log_bytes = options_.max_log_bytes;
+    KSEARCH_ASSIGN_OR_RETURN(result, CompileInHelper(request, helper));
+  } else if (options_.allow_unsandboxed) {
+    result = CompileUncached(request);
+    result.unsandboxed = true;
+  } else {
+    return FailedPreconditionError(RefusalMessage(confinement));
   }
+  if (result.timed_out || result.helper_died) return result;
+  Remember(key, result);
+  // What an unconfined compile logged could hold any file's text: it stays
+  // out of the disk cache, which confined runs read too.
+  if (!result.unsandboxed) StoreToDisk(key, result);
   return result;
 }
 
@@ -207,9 +229,16 @@ CompileResult Compiler::CompileUncached(const CompileRequest& request) {
   // NVRTC cannot be interrupted: the compile runs on its own thread and the
   // caller stops waiting at the deadline. The abandoned thread finishes (or
   // not) on its own; the job it writes to is kept alive by the shared_ptr.
+  // Only trusted sources (and untrusted ones where the user allowed
+  // unconfined compiles) come here; the others run in a helper process that
+  // is killed at the deadline.
   auto job = std::make_shared<CompileJob>();
   std::thread worker([job, request, limit = options_.max_log_bytes] {
-    RunNvrtc(request, limit, job.get());
+    CompileResult result = CompileWithNvrtc(request, limit);
+    std::lock_guard<std::mutex> lock(job->mutex);
+    job->result = std::move(result);
+    job->done = true;
+    job->done_cv.notify_all();
   });
   std::unique_lock<std::mutex> lock(job->mutex);
   bool finished = job->done_cv.wait_for(
@@ -247,12 +276,49 @@ bool Compiler::LoadFromDisk(const std::string& key, CompileResult* result) {
   if (!meta.ok()) return false;
   boost::system::error_code ec;
   boost::json::value value = boost::json::parse(*meta, ec);
-  if (ec || !value.is_object()) return false;
-  const boost::json::object& o = value.as_object();
+  // A stale or foreign file: recompile.
+  if (ec || !CompileResultFromJson(value, result)) return false;
+  if (result->ok) {
+    auto cubin = ReadFile(base + ".cubin", 1u << 30);
+    if (!cubin.ok() || cubin->empty()) return false;
+    result->cubin = std::move(*cubin);
+  }
+  return true;
+}
+
+void Compiler::StoreToDisk(const std::string& key, const CompileResult& result) {
+  if (options_.cache_dir.empty()) return;
+  std::string base = options_.cache_dir + "/" + key;
+  // The cubin goes first so that a reader never finds metadata without it.
+  if (result.ok && !WriteFileAtomically(base + ".cubin", result.cubin).ok()) return;
+  WriteFileAtomically(base + ".json", boost::json::serialize(CompileResultToJson(result)))
+      .IgnoreError();
+}
+
+boost::json::object CompileResultToJson(const CompileResult& result) {
+  boost::json::array resources;
+  for (const KernelResources& k : result.resources) {
+    resources.push_back({{"kernel", k.kernel},
+                         {"registers", k.registers},
+                         {"static_shared_bytes", k.static_shared_bytes},
+                         {"local_bytes", k.local_bytes},
+                         {"spill_store_bytes", k.spill_store_bytes},
+                         {"spill_load_bytes", k.spill_load_bytes}});
+  }
+  return {{"ok", result.ok},
+          {"log", result.log},
+          {"compile_ms", result.compile_ms},
+          {"resources", std::move(resources)}};
+}
+
+bool CompileResultFromJson(const boost::json::value& json, CompileResult* result) {
+  if (!json.is_object()) return false;
+  const boost::json::object& o = json.as_object();
   try {
     result->ok = o.at("ok").as_bool();
     result->log = std::string(o.at("log").as_string());
     result->compile_ms = o.at("compile_ms").to_number<double>();
+    result->resources.clear();
     for (const auto& r : o.at("resources").as_array()) {
       const auto& ro = r.as_object();
       KernelResources k;
@@ -265,35 +331,9 @@ bool Compiler::LoadFromDisk(const std::string& key, CompileResult* result) {
       result->resources.push_back(k);
     }
   } catch (const std::exception&) {
-    return false;  // a stale or foreign file: recompile
-  }
-  if (result->ok) {
-    auto cubin = ReadFile(base + ".cubin", 1u << 30);
-    if (!cubin.ok() || cubin->empty()) return false;
-    result->cubin = std::move(*cubin);
+    return false;
   }
   return true;
-}
-
-void Compiler::StoreToDisk(const std::string& key, const CompileResult& result) {
-  if (options_.cache_dir.empty()) return;
-  std::string base = options_.cache_dir + "/" + key;
-  boost::json::array resources;
-  for (const KernelResources& k : result.resources) {
-    resources.push_back({{"kernel", k.kernel},
-                         {"registers", k.registers},
-                         {"static_shared_bytes", k.static_shared_bytes},
-                         {"local_bytes", k.local_bytes},
-                         {"spill_store_bytes", k.spill_store_bytes},
-                         {"spill_load_bytes", k.spill_load_bytes}});
-  }
-  boost::json::object meta{{"ok", result.ok},
-                           {"log", result.log},
-                           {"compile_ms", result.compile_ms},
-                           {"resources", std::move(resources)}};
-  // The cubin goes first so that a reader never finds metadata without it.
-  if (result.ok && !WriteFileAtomically(base + ".cubin", result.cubin).ok()) return;
-  WriteFileAtomically(base + ".json", boost::json::serialize(meta)).IgnoreError();
 }
 
 std::vector<KernelResources> ParsePtxasLog(const std::string& log) {
@@ -329,24 +369,62 @@ std::vector<KernelResources> ParsePtxasLog(const std::string& log) {
   return out;
 }
 
-Status CheckIncludes(const std::string& source) {
-  static const std::regex kInclude(R"(^\s*#\s*include\s*([<"])([^>"]*)[>"])");
-  std::istringstream lines(source);
-  std::string line;
-  int number = 0;
-  while (std::getline(lines, line)) {
-    ++number;
-    std::smatch m;
-    if (!std::regex_search(line, m, kInclude)) continue;
-    std::string header = m[2];
-    if (header.empty() || header[0] == '/' || header.find("..") != std::string::npos) {
-      return InvalidArgumentError("line " + std::to_string(number) + ": #include " + m[1].str() +
-                                  header + (m[1] == "<" ? ">" : "\"") +
-                                  ": only the toolkit's device headers may be included (no "
-                                  "absolute paths, no '..')");
-    }
+namespace {
+
+// The length of the valid UTF-8 sequence at the start of `s` (no overlong
+// forms, no surrogates, nothing past U+10FFFF), or 0.
+size_t Utf8Length(std::string_view s) {
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  unsigned char c = byte(0);
+  size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+  if (n == 0 || c > 0xf4 || s.size() < n) return 0;
+  for (size_t i = 1; i < n; ++i) {
+    if ((byte(i) & 0xc0) != 0x80) return 0;
   }
-  return Status::Ok();
+  if (c == 0xe0 && byte(1) < 0xa0) return 0;   // overlong
+  if (c == 0xed && byte(1) >= 0xa0) return 0;  // surrogate
+  if (c == 0xf0 && byte(1) < 0x90) return 0;   // overlong
+  if (c == 0xf4 && byte(1) >= 0x90) return 0;  // past U+10FFFF
+  return n;
+}
+
+}  // namespace
+
+std::string EscapeLog(std::string_view log) {
+  std::string out;
+  out.reserve(log.size());
+  char escape[8];
+  for (size_t i = 0; i < log.size();) {
+    unsigned char c = static_cast<unsigned char>(log[i]);
+    if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    size_t n = c >= 0x80 ? Utf8Length(log.substr(i)) : 0;
+    if (n == 2 && c == 0xc2 && static_cast<unsigned char>(log[i + 1]) < 0xa0) {
+      // A C1 control (U+0080 … U+009F): some terminals act on it.
+      std::snprintf(escape, sizeof(escape), "\\u%04x",
+                    static_cast<unsigned>(static_cast<unsigned char>(log[i + 1])));
+      out += escape;
+    } else if (n > 0) {
+      out.append(log.substr(i, n));
+    } else {
+      std::snprintf(escape, sizeof(escape), "\\x%02x", static_cast<unsigned>(c));
+      out += escape;
+      n = 1;
+    }
+    i += n;
+  }
+  return out;
+}
+
+Status CheckUntrustedCompiles(const CompilerOptions& options) {
+  if (options.allow_unsandboxed) return Status::Ok();
+  if (Status confinement = ConfinementAvailable(); !confinement.ok()) {
+    return FailedPreconditionError(RefusalMessage(confinement));
+  }
+  return worker::LocateCompileHelper(options.helper_binary).status();
 }
 
 }  // namespace ksearch::internal

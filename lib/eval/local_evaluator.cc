@@ -12,23 +12,10 @@
 #include "eval/device_output.h"
 #include "eval/judge.h"
 #include "eval/signature_check.h"
+#include "worker/compile.h"
 
 namespace ksearch {
 namespace internal {
-namespace {
-
-std::string DefaultCacheDir() {
-  if (const char* env = std::getenv("KSEARCH_CACHE_DIR"); env && *env) return env;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
-    return std::string(xdg) + "/ksearch";
-  }
-  if (const char* home = std::getenv("HOME"); home && *home) {
-    return std::string(home) + "/.cache/ksearch";
-  }
-  return "";
-}
-
-}  // namespace
 
 LocalEvaluator::LocalEvaluator(Problem problem, EvaluatorOptions options)
     : problem_(std::move(problem)), options_(std::move(options)) {}
@@ -56,14 +43,9 @@ Status LocalEvaluator::health() const {
 
 Status LocalEvaluator::Initialize() {
   KSEARCH_RETURN_IF_ERROR(problem_.Validate().WithContext("problem '" + problem_.name + "'"));
-  CompilerOptions copts;
-  copts.cache_dir = options_.compile_cache_dir == "off"
-                        ? ""
-                        : (options_.compile_cache_dir.empty() ? DefaultCacheDir()
-                                                              : options_.compile_cache_dir);
-  if (!copts.cache_dir.empty()) copts.cache_dir += "/cubin";
-  copts.max_log_bytes = options_.max_log_bytes;
-  copts.timeout_seconds = options_.compile_timeout_seconds;
+  CompilerOptions copts = worker::CompilerOptionsFor(options_);
+  // Said before any GPU work: candidates could not be compiled here.
+  KSEARCH_RETURN_IF_ERROR(CheckUntrustedCompiles(copts));
   compiler_ = std::make_unique<Compiler>(copts);
   seed_ = options_.seed ? options_.seed
                         : static_cast<uint64_t>(EvalClock::now().time_since_epoch().count());
@@ -120,6 +102,7 @@ Status LocalEvaluator::SetUpDevice() {
   KSEARCH_ASSIGN_OR_RETURN(start_event_, Event::Create(*api_));
   KSEARCH_ASSIGN_OR_RETURN(end_event_, Event::Create(*api_));
   CompileRequest judge{kJudgeKernelSource, {}, device_.Arch(), "ksearch_judge.cu"};
+  judge.trusted = true;
   KSEARCH_ASSIGN_OR_RETURN(CompileResult compiled, compiler_->Compile(judge));
   if (!compiled.ok) return InternalError("ksearch's judge kernels do not compile:\n" + compiled.log);
   KSEARCH_ASSIGN_OR_RETURN(judge_module_, Module::Load(*api_, compiled.cubin));
@@ -468,6 +451,7 @@ std::vector<Evaluation> LocalEvaluator::EvaluateWith(std::span<const Candidate> 
     }
     if (output_ && !options_.compile_only) output_->Begin();
     Judge(c, compiled, &e);
+    worker::NoteUnsandboxed(compiled, &e);
     if (output_ && !options_.compile_only) {
       // The driver writes what is left in the printf buffer at a
       // synchronization: make it happen while the capture is on.

@@ -11,6 +11,7 @@ namespace ksearch::internal {
 StatusOr<std::unique_ptr<PreparedPlan>> LocalEvaluator::PrepareTrusted(const KernelSpec& kernel,
                                                                        const std::string& what) {
   CompileRequest request{kernel.source, ParamDefines(kernel.plan), device_.Arch(), what + ".cu"};
+  request.trusted = true;  // the problem's own kernel, not a candidate
   KSEARCH_ASSIGN_OR_RETURN(CompileResult compiled, compiler_->Compile(request));
   if (!compiled.ok) {
     return InternalError("the problem's " + what + " kernel does not compile:\n" + compiled.log);

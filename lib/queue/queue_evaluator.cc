@@ -58,6 +58,10 @@ class QueueEvaluatorImpl final : public QueueEvaluator {
   }
 
   Status Start() {
+    if (compiler_) {
+      KSEARCH_RETURN_IF_ERROR(internal::CheckUntrustedCompiles(
+          internal::worker::CompilerOptionsFor(options_.evaluator)));
+    }
     // Workers find the problem by fingerprint; the first orchestrator of a
     // problem stores it, later ones find it there.
     KSEARCH_ASSIGN_OR_RETURN(

@@ -29,7 +29,13 @@ CompilerOptions CompilerOptionsFor(const EvaluatorOptions& options) {
   if (!c.cache_dir.empty()) c.cache_dir += "/cubin";
   c.max_log_bytes = options.max_log_bytes;
   c.timeout_seconds = options.compile_timeout_seconds;
+  c.allow_unsandboxed = options.allow_unsandboxed_compile;
+  c.memory_limit_bytes = options.compile_memory_limit_bytes;
   return c;
+}
+
+void NoteUnsandboxed(const CompileResult& compiled, Evaluation* e) {
+  if (compiled.unsandboxed) e->message += " [" + std::string(kUnsandboxedNote) + "]";
 }
 
 CompileRequest RequestFor(const Candidate& candidate, const std::string& arch) {
@@ -51,6 +57,7 @@ bool FillCompileFailure(const StatusOr<CompileResult>& compiled, Evaluation* e) 
   e->message = compiled->timed_out ? "NVRTC did not finish within the compile time limit"
                                    : "NVRTC rejected the source";
   e->details = compiled->log;
+  NoteUnsandboxed(*compiled, e);
   return true;
 }
 

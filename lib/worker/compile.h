@@ -18,6 +18,14 @@ namespace ksearch::internal::worker {
 // CompilerOptions from EvaluatorOptions (cache folder as documented there).
 CompilerOptions CompilerOptionsFor(const EvaluatorOptions& options);
 
+// What an evaluation whose candidate compiled without confinement says.
+inline constexpr char kUnsandboxedNote[] =
+    "compiled without confinement (--unsandboxed-compile)";
+
+// Appends " [kUnsandboxedNote]" to the message when `compiled` ran
+// unconfined (CompileResult::unsandboxed).
+void NoteUnsandboxed(const CompileResult& compiled, Evaluation* evaluation);
+
 // The request CreateLocalEvaluator would make for `candidate` on `arch`.
 CompileRequest RequestFor(const Candidate& candidate, const std::string& arch);
 

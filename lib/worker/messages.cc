@@ -32,6 +32,8 @@ boost::json::object OptionsToJson(const EvaluatorOptions& o) {
           {"compile_only", o.compile_only},
           {"compile_timeout_seconds", o.compile_timeout_seconds},
           {"max_log_bytes", o.max_log_bytes},
+          {"allow_unsandboxed_compile", o.allow_unsandboxed_compile},
+          {"compile_memory_limit_bytes", o.compile_memory_limit_bytes},
           {"compile_cache_dir", o.compile_cache_dir},
           // As a string: Boost.JSON and simdjson would both read a large
           // u64 back, but a seed is an identifier, not a quantity.
@@ -63,6 +65,9 @@ StatusOr<EvaluatorOptions> OptionsFromNode(const JsonNode& n) {
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "compile_only", &o.compile_only));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "compile_timeout_seconds", &o.compile_timeout_seconds));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "max_log_bytes", &o.max_log_bytes));
+  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "allow_unsandboxed_compile", &o.allow_unsandboxed_compile));
+  KSEARCH_RETURN_IF_ERROR(
+      ReadMember(n, "compile_memory_limit_bytes", &o.compile_memory_limit_bytes));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "compile_cache_dir", &o.compile_cache_dir));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "seed", &seed));
   o.seed = std::strtoull(seed.c_str(), nullptr, 10);

@@ -21,8 +21,6 @@ extern char** environ;
 namespace ksearch::internal::worker {
 namespace {
 
-constexpr char kBinaryName[] = "ksearch-worker";
-
 std::string Errno(const char* call, int error) {
   return std::string(call) + ": " + std::strerror(error);
 }
@@ -46,51 +44,85 @@ std::string LibraryDirectory() {
   return ec ? "" : path.parent_path().string();
 }
 
-}  // namespace
+// One helper binary's search: what it is called and how the user names it.
+struct BinarySearch {
+  const char* what;    // "worker binary"
+  const char* name;    // "ksearch-worker"
+  const char* env;     // "KSEARCH_WORKER"
+  const char* option;  // "WorkerPoolOptions::worker_binary"
+  const char* build_path;
+  const char* install_path;
+};
 
-StatusOr<std::string> LocateWorkerBinary(const std::string& explicit_path) {
+StatusOr<std::string> LocateBinary(const BinarySearch& search, const std::string& explicit_path) {
+  const std::string what = search.what;
   if (!explicit_path.empty()) {
     if (IsExecutableFile(explicit_path)) return explicit_path;
-    return NotFoundError("worker binary missing: '" + explicit_path +
-                         "' is not an executable file (WorkerPoolOptions::worker_binary)");
+    return NotFoundError(what + " missing: '" + explicit_path + "' is not an executable file (" +
+                         search.option + ")");
   }
-  if (const char* env = std::getenv("KSEARCH_WORKER"); env && *env) {
+  if (const char* env = std::getenv(search.env); env && *env) {
     if (IsExecutableFile(env)) return std::string(env);
-    return NotFoundError("worker binary missing: $KSEARCH_WORKER='" + std::string(env) +
+    return NotFoundError(what + " missing: $" + search.env + "='" + std::string(env) +
                          "' is not an executable file");
   }
   std::vector<std::string> places;
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) places.push_back(DirectoryOf(self.string()) + "/" + kBinaryName);
-  if (std::string dir = LibraryDirectory(); !dir.empty()) {
-    places.push_back(dir + "/" + kBinaryName);
-    places.push_back(dir + "/../bin/" + kBinaryName);
-  }
+  if (!ec) places.push_back(DirectoryOf(self.string()) + "/" + search.name);
   std::string lib = LibraryDirectory();
-#if defined(KSEARCH_BUILD_WORKER_PATH) && defined(KSEARCH_BUILD_LIB_DIR)
-  // A library in its build tree uses the worker built with it, not an older
-  // installed one.
+  if (!lib.empty()) {
+    places.push_back(lib + "/" + search.name);
+    places.push_back(lib + "/../bin/" + search.name);
+  }
+#if defined(KSEARCH_BUILD_LIB_DIR)
+  // A library in its build tree uses the binaries built with it, not older
+  // installed ones.
   std::error_code build_ec;
-  if (!lib.empty() && std::filesystem::equivalent(lib, KSEARCH_BUILD_LIB_DIR, build_ec)) {
-    places.push_back(KSEARCH_BUILD_WORKER_PATH);
+  if (search.build_path && !lib.empty() &&
+      std::filesystem::equivalent(lib, KSEARCH_BUILD_LIB_DIR, build_ec)) {
+    places.push_back(search.build_path);
   }
 #endif
-#ifdef KSEARCH_INSTALL_WORKER_PATH
-  places.push_back(KSEARCH_INSTALL_WORKER_PATH);
-#endif
+  if (search.install_path) places.push_back(search.install_path);
   for (const std::string& place : places) {
     if (IsExecutableFile(place)) return place;
   }
   std::string tried;
   for (const std::string& place : places) tried += "\n  " + place;
-  return NotFoundError(
-      std::string("worker binary missing: no executable ") + kBinaryName +
-      " found; set $KSEARCH_WORKER or WorkerPoolOptions::worker_binary. Tried:" + tried);
+  return NotFoundError(what + " missing: no executable " + search.name + " found; set $" +
+                       search.env + " or " + search.option + ". Tried:" + tried);
+}
+
+// Set by lib/worker/CMakeLists.txt on this file; other builds go without.
+#ifndef KSEARCH_BUILD_WORKER_PATH
+#define KSEARCH_BUILD_WORKER_PATH nullptr
+#define KSEARCH_BUILD_COMPILE_PATH nullptr
+#endif
+#ifndef KSEARCH_INSTALL_WORKER_PATH
+#define KSEARCH_INSTALL_WORKER_PATH nullptr
+#define KSEARCH_INSTALL_COMPILE_PATH nullptr
+#endif
+
+}  // namespace
+
+StatusOr<std::string> LocateWorkerBinary(const std::string& explicit_path) {
+  return LocateBinary({"worker binary", "ksearch-worker", "KSEARCH_WORKER",
+                       "WorkerPoolOptions::worker_binary", KSEARCH_BUILD_WORKER_PATH,
+                       KSEARCH_INSTALL_WORKER_PATH},
+                      explicit_path);
+}
+
+StatusOr<std::string> LocateCompileHelper(const std::string& explicit_path) {
+  return LocateBinary({"compile helper", "ksearch-compile", "KSEARCH_COMPILE_HELPER",
+                       "CompilerOptions::helper_binary", KSEARCH_BUILD_COMPILE_PATH,
+                       KSEARCH_INSTALL_COMPILE_PATH},
+                      explicit_path);
 }
 
 StatusOr<SpawnedProcess> Spawn(const std::string& binary,
-                               const std::vector<std::string>& arguments) {
+                               const std::vector<std::string>& arguments,
+                               const std::vector<std::string>* environment) {
   if (!IsExecutableFile(binary)) {
     return NotFoundError("worker binary missing: '" + binary + "' is not an executable file");
   }
@@ -114,6 +146,11 @@ StatusOr<SpawnedProcess> Spawn(const std::string& binary,
   std::vector<char*> argv;
   for (std::string& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  if (environment) {
+    for (const std::string& entry : *environment) envp.push_back(const_cast<char*>(entry.c_str()));
+    envp.push_back(nullptr);
+  }
 
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
@@ -138,7 +175,8 @@ StatusOr<SpawnedProcess> Spawn(const std::string& binary,
   posix_spawnattr_setflags(&attr,
                            POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   pid_t pid = 0;
-  int error = ::posix_spawn(&pid, binary.c_str(), &actions, &attr, argv.data(), environ);
+  int error = ::posix_spawn(&pid, binary.c_str(), &actions, &attr, argv.data(),
+                            environment ? envp.data() : environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   ::close(child_fd);

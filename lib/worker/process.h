@@ -27,11 +27,13 @@ struct SpawnedProcess {
 };
 
 // Starts `binary` with `arguments` (argv[1…]) in its own process group, with
-// the signal mask cleared. Errors: kNotFound "worker binary missing: PATH …"
+// the signal mask cleared, and with this process's environment or, when
+// `environment` is not null, only those "NAME=value" entries. Errors: kNotFound "worker binary missing: PATH …"
 // when the file is absent or not executable; kInternal for socketpair or
 // posix_spawn failures (errno text).
 StatusOr<SpawnedProcess> Spawn(const std::string& binary,
-                               const std::vector<std::string>& arguments);
+                               const std::vector<std::string>& arguments,
+                               const std::vector<std::string>* environment = nullptr);
 
 // waitpid without blocking: true when the process has ended (and was
 // reaped), with `description` set to how ("exited with code 3", "killed by
@@ -44,6 +46,12 @@ void Kill(pid_t pid);
 // The worker binary search of FindWorkerBinary (worker_pool.h), with the list
 // of places tried.
 StatusOr<std::string> LocateWorkerBinary(const std::string& explicit_path);
+
+// The same search for the compile helper, ksearch-compile
+// (cuda/compile_helper.h): `explicit_path`, $KSEARCH_COMPILE_HELPER, the
+// folders of the executable and of libksearch, the build tree, the install
+// prefix. Errors: kNotFound "compile helper missing: …" with the places tried.
+StatusOr<std::string> LocateCompileHelper(const std::string& explicit_path);
 
 }  // namespace ksearch::internal::worker
 

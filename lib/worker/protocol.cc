@@ -59,6 +59,10 @@ std::string ToString(MessageType type) {
       return "bye";
     case MessageType::kShutdown:
       return "shutdown";
+    case MessageType::kCompile:
+      return "compile";
+    case MessageType::kCompiled:
+      return "compiled";
   }
   return "unknown(" + std::to_string(static_cast<int>(type)) + ")";
 }
@@ -95,7 +99,7 @@ StatusOr<FrameHeader> DecodeHeader(std::string_view header) {
   }
   uint32_t type = GetU(header, 6, 2);
   if (type < static_cast<uint32_t>(MessageType::kInit) ||
-      type > static_cast<uint32_t>(MessageType::kShutdown)) {
+      type > static_cast<uint32_t>(MessageType::kCompiled)) {
     return DataLossError("unknown worker message type " + std::to_string(type));
   }
   h.type = static_cast<MessageType>(type);

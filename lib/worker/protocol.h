@@ -43,6 +43,9 @@ enum class MessageType : uint16_t {
   kResult = 6,    // worker -> orchestrator: the Evaluation of a sequence number
   kBye = 7,       // worker -> orchestrator: exiting after a sticky error or hang
   kShutdown = 8,  // orchestrator -> worker: exit now
+  // The compile helper, ksearch-compile (cuda/compile_helper.h):
+  kCompile = 9,    // caller -> helper: one source to compile
+  kCompiled = 10,  // helper -> caller: the result (+ cubin attachment)
 };
 // "init", "ready", …; "unknown(N)" otherwise.
 std::string ToString(MessageType type);

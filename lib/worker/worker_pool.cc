@@ -538,6 +538,10 @@ void WorkerPool::OnFrame(Slot& slot, Frame frame) {
     case MessageType::kShutdown:
       return violation("sent a '" + ToString(frame.type) +
                        "' frame, which only the orchestrator sends");
+    case MessageType::kCompile:
+    case MessageType::kCompiled:
+      return violation("sent a '" + ToString(frame.type) +
+                       "' frame, which only the compile helper's caller and the helper send");
   }
 }
 
@@ -644,6 +648,7 @@ void WorkerPool::OnResult(Slot& slot, ResultMessage result) {
     e.compile_ms = task.compile_ms;
     e.compile_cached = task.compiled->cached;
     e.total_ms = judge_ms + e.compile_ms;
+    NoteUnsandboxed(*task.compiled, &e);
   }
   double check_ms = e.check_ms, timing_ms = e.timing_ms;
   UpdateStats([check_ms, timing_ms](WorkerPoolStats& s) {
@@ -1031,6 +1036,10 @@ StatusOr<std::unique_ptr<WorkerPoolEvaluator>> CreateWorkerPoolEvaluator(
   }
   KSEARCH_RETURN_IF_ERROR(problem.Validate().WithContext("problem '" + problem.name + "'"));
   KSEARCH_ASSIGN_OR_RETURN(std::string binary, LocateWorkerBinary(options.worker_binary));
+  // Where the candidates compile (here or in the workers, on this machine):
+  // refused now rather than per candidate.
+  KSEARCH_RETURN_IF_ERROR(
+      internal::CheckUntrustedCompiles(CompilerOptionsFor(options.evaluator)));
   auto pool = std::make_unique<WorkerPool>(problem, options, std::move(binary));
   KSEARCH_RETURN_IF_ERROR(pool->Start());
   return std::unique_ptr<WorkerPoolEvaluator>(std::move(pool));

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda/driver.h"
+#include "cuda/sandbox.h"
 #include "test_util.h"
 
 namespace ksearch::internal {
@@ -92,12 +93,58 @@ extern "C" __global__ void k(float* y) {
   EXPECT_TRUE(r->ok) << r->log;
 }
 
-TEST(Compiler, RejectsIncludesOutsideTheToolkit) {
+TEST(Compiler, TrustedSourcesCompileInProcess) {
   Compiler compiler(NoDiskCache());
-  auto r = compiler.Compile({"#include \"/etc/passwd\"\n", {}, "sm_90"});
-  EXPECT_FALSE(r->ok);
-  EXPECT_NE(r->log.find("only the toolkit's device headers"), std::string::npos) << r->log;
-  EXPECT_FALSE(compiler.Compile({"#include <../../etc/hosts>\n", {}, "sm_90"})->ok);
+  CompileRequest request{kGood, {}, "sm_90", "trusted.cu"};
+  request.trusted = true;
+  auto r = compiler.Compile(request);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->ok) << r->log;
+  EXPECT_FALSE(r->unsandboxed);
+}
+
+TEST(Compiler, RefusesUntrustedSourcesWithoutConfinementUnlessAllowed) {
+  if (ConfinementAvailable().ok()) GTEST_SKIP() << "this machine can confine compiles";
+  Compiler refusing(NoDiskCache());
+  auto refused = refusing.Compile({kGood, {}, "sm_90"});
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("--unsandboxed-compile"), std::string::npos);
+  EXPECT_EQ(refused.status().message().find('\n'), std::string::npos);
+  CompilerOptions options = NoDiskCache();
+  options.allow_unsandboxed = true;
+  Compiler allowing(options);
+  auto r = allowing.Compile({kGood, {}, "sm_90"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->ok);
+  EXPECT_TRUE(r->unsandboxed);
+}
+
+TEST(Compiler, UntrustedSourcesCompileConfinedWhereConfinementIsAvailable) {
+  if (Status s = ConfinementAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  EXPECT_TRUE(CheckUntrustedCompiles(NoDiskCache()).ok());
+  Compiler compiler(NoDiskCache());
+  auto r = compiler.Compile({kGood, {}, "sm_90"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->ok) << r->log;
+  EXPECT_FALSE(r->unsandboxed);
+  CompilerOptions missing = NoDiskCache();
+  missing.helper_binary = "/nonexistent/ksearch-compile";
+  EXPECT_EQ(CheckUntrustedCompiles(missing).code(), StatusCode::kNotFound);
+  EXPECT_EQ(Compiler(missing).Compile({kGood, {}, "sm_90"}).status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST(EscapeLog, MakesControlCharactersAndBadUtf8Visible) {
+  EXPECT_EQ(EscapeLog("a\tb\nc"), "a\tb\nc");
+  EXPECT_EQ(EscapeLog("\x1b[2J\r\x07\x7f"), "\\x1b[2J\\x0d\\x07\\x7f");
+  EXPECT_EQ(EscapeLog("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(EscapeLog("\xff\xc3"), "\\xff\\xc3");
+  EXPECT_EQ(EscapeLog("\xc0\xaf"), "\\xc0\\xaf");          // overlong '/'
+  EXPECT_EQ(EscapeLog("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(EscapeLog("\xc2\x9b"), "\\u009b");               // C1 CSI
+  EXPECT_EQ(EscapeLog(std::string("a\0b", 3)), "a\\x00b");
+  std::string once = EscapeLog("\x1b\xff\xc2\x9b");
+  EXPECT_EQ(EscapeLog(once), once);
 }
 
 TEST(Compiler, CachesInMemoryAndOnDisk) {
@@ -134,6 +181,13 @@ TEST(Compiler, TruncatesHugeLogsWithANote) {
   auto r = compiler.Compile({source, {}, "sm_90"});
   EXPECT_NE(r->log.find("log truncated"), std::string::npos) << r->log;
   EXPECT_LT(r->log.size(), 500u);
+}
+
+TEST(Compiler, AnArchNvrtcDoesNotKnowIsACompileErrorWithTheLog) {
+  auto r = Compiler(NoDiskCache()).Compile({kGood, {}, "sm_999"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->ok);
+  EXPECT_NE(r->log.find("--gpu-architecture"), std::string::npos) << r->log;
 }
 
 TEST(Compiler, RejectsVirtualArchs) {

@@ -50,6 +50,7 @@ struct EvalArgs {
   std::string cache_dir;
   std::vector<std::string> nvrtc_options;
   bool compile_only = false;
+  bool unsandboxed_compile = false;
   bool json = false;
   int device = 0;
   uint64_t seed = 0;
@@ -108,6 +109,8 @@ int RunEval(const EvalArgs& args) {
   options.compile_cache_dir = args.cache_dir;
   options.seed = args.seed;
   options.max_timing_seconds = args.max_timing_seconds;
+  options.allow_unsandboxed_compile = args.unsandboxed_compile;
+  WarnIfUnsandboxed(args.unsandboxed_compile);
   if (!args.compile_only) {
     std::string why;
     if (!CudaDriverAvailable(&why)) {
@@ -149,6 +152,7 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
   cmd->add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per kernel")
       ->capture_default_str();
+  cmd->add_flag("--unsandboxed-compile", args.unsandboxed_compile, kUnsandboxedCompileHelp);
   cmd->add_flag("--json", args.json, "print the evaluation as JSON");
   cmd->footer(
       "Exit status: 0 when the kernel is correct, 1 when it was judged and rejected\n"

@@ -123,6 +123,7 @@ struct RunArgs {
   double target_speedup = 0.0;
   double max_timing_seconds = 1.0;
   bool compile_only = false;
+  bool unsandboxed_compile = false;
   bool json = false;
   int device = 0;
   uint64_t seed = 1;
@@ -395,6 +396,7 @@ EvaluatorOptions MakeEvaluatorOptions(const RunArgs& args) {
   options.compile_cache_dir = args.cache_dir;
   options.seed = args.seed;
   options.max_timing_seconds = args.max_timing_seconds;
+  options.allow_unsandboxed_compile = args.unsandboxed_compile;
   return options;
 }
 
@@ -585,6 +587,9 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
     PrintJson(*summary, session ? session->run_id() : 0);
   } else {
     std::cout << summary->FullReport();
+    if (std::string why; args.unsandboxed_compile && !CompileConfinementAvailable(&why)) {
+      std::cout << "compiles: UNCONFINED (--unsandboxed-compile; " << why << ")\n";
+    }
     if (summary->best) {
       std::cout << "best plan: " << summary->best->candidate.plan.ToJson() << "\n";
     }
@@ -637,6 +642,7 @@ int RunSearch(const RunArgs& given) {
   // Through a queue, the run names its results in Redis; recorded with the
   // run, a resume collects what the workers finished while it was down.
   RunArgs args = given;
+  WarnIfUnsandboxed(args.unsandboxed_compile);
   std::vector<std::string> chosen;
   if (!args.queue.empty() && args.queue_run.empty()) {
     std::random_device random;
@@ -742,6 +748,7 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
   cmd.add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
   cmd.add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per candidate")
       ->capture_default_str();
+  cmd.add_flag("--unsandboxed-compile", args.unsandboxed_compile, kUnsandboxedCompileHelp);
   cmd.add_flag("--json", args.json,
                "print the summary and the search tree as JSON (no progress line)");
 }
