@@ -50,6 +50,22 @@ double MsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// Why a plan's kernel is missing, naming the candidate (for `ksearch eval`,
+// the source file) and the entry points its source does have.
+std::string MissingKernel(size_t launch, const std::string& kernel, const std::string& candidate,
+                          const std::vector<KernelResources>& found) {
+  std::vector<std::string> sorted;
+  for (const KernelResources& r : found) sorted.push_back(r.kernel);
+  std::sort(sorted.begin(), sorted.end());
+  std::string names;
+  for (const std::string& name : sorted) names += (names.empty() ? "" : ", ") + name;
+  return "launches[" + std::to_string(launch) + "]: kernel '" + kernel + "' is not an entry point of " +
+         (candidate.empty() ? std::string("the source") : "'" + candidate + "'") + " (" +
+         (names.empty() ? std::string("it has no extern \"C\" __global__ function")
+                        : "its entry points: " + names) +
+         "; is the kernel declared extern \"C\" __global__?)";
+}
+
 int JudgeDType(DType d) {
   switch (d) {
     case DType::kF32: return internal::kJudgeF32;
@@ -804,7 +820,9 @@ std::unique_ptr<PreparedPlan> LocalEvaluator::Prepare(const CompileResult& compi
     auto function = prepared->module.Function(launch.kernel);
     if (!function.ok()) {
       failure->status = EvalStatus::kInvalidPlan;
-      failure->message = where + ": " + function.status().message();
+      failure->message = function.status().code() == StatusCode::kNotFound
+                             ? MissingKernel(l, launch.kernel, e->candidate_id, compiled.resources)
+                             : where + ": " + function.status().message();
       return nullptr;
     }
     CUfunction f = *function;
@@ -1134,8 +1152,7 @@ void LocalEvaluator::Judge(const Candidate& candidate, const CompileResult& comp
                                [&](const KernelResources& r) { return r.kernel == kernel; });
       if (!found && !compiled.resources.empty()) {
         e->status = EvalStatus::kInvalidPlan;
-        e->message = "launches[" + std::to_string(l) + "]: kernel '" + kernel +
-                     "' is not an entry point of the source (is it extern \"C\" __global__?)";
+        e->message = MissingKernel(l, kernel, candidate.id, compiled.resources);
         return;
       }
       if (resolved->launches[l].shared_bytes > 227 * 1024) {
@@ -1146,7 +1163,7 @@ void LocalEvaluator::Judge(const Candidate& candidate, const CompileResult& comp
         return;
       }
     }
-    e->status = EvalStatus::kOk;
+    e->status = EvalStatus::kCompiled;
     e->message = "compiled for " + options_.arch + "; plan checked against the problem (compile-only)";
     e->checks_not_run = {"plan vs kernel signature (needs the driver)", "device limits",
                          "correctness", "timing", "re-check after timing"};

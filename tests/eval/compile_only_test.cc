@@ -26,7 +26,7 @@ TEST(CompileOnlyEvaluator, AcceptsTheStartingKernelAndListsSkippedChecks) {
   Problem problem = testing::RowSoftmaxProblem();
   auto evaluator = CompileOnly(problem);
   Evaluation e = EvaluateOne(*evaluator, problem.start.ToCandidate("start", "start"));
-  EXPECT_EQ(e.status, EvalStatus::kOk) << e.Report();
+  EXPECT_EQ(e.status, EvalStatus::kCompiled) << e.Report();
   EXPECT_FALSE(e.checks_not_run.empty());
   EXPECT_NE(e.Report().find("not run: correctness"), std::string::npos) << e.Report();
   ASSERT_EQ(e.resources.size(), 1u);
@@ -84,7 +84,7 @@ TEST(CompileOnlyEvaluator, JudgesABatchInOrderAndHonorsCancel) {
   ASSERT_EQ(results.size(), 6u);
   for (int i = 0; i < 6; ++i) {
     EXPECT_EQ(results[static_cast<size_t>(i)].candidate_id, "c" + std::to_string(i));
-    EXPECT_EQ(results[static_cast<size_t>(i)].status, i % 2 ? EvalStatus::kCompileError : EvalStatus::kOk);
+    EXPECT_EQ(results[static_cast<size_t>(i)].status, i % 2 ? EvalStatus::kCompileError : EvalStatus::kCompiled);
   }
   std::atomic<bool> cancel{true};
   results = evaluator->Evaluate(batch, &cancel);

@@ -376,7 +376,7 @@ TEST(ParallelBranchSearch, MalformedRepliesAndFailedBranchesAreRecordedAndTheSea
     if (e.candidate.id.ends_with(".fix")) {
       repaired = true;
       EXPECT_EQ(e.candidate.provenance.parent_id + ".fix", e.candidate.id);
-      EXPECT_EQ(e.evaluation.status, EvalStatus::kOk) << e.evaluation.Report();
+      EXPECT_EQ(e.evaluation.status, EvalStatus::kCompiled) << e.evaluation.Report();
     }
   }
   EXPECT_TRUE(repaired);
