@@ -53,13 +53,10 @@ std::string State(const RunInfo& run) {
   return std::string(ToString(run.status));
 }
 
-// ReportError, except that a database this build cannot use (newer schema,
-// one needing a migration, a run without an arch) is bad input here (exit 2),
-// not "no GPU" (3).
-int Fail(const Status& status) {
-  int code = ReportError(status);
-  return status.code() == StatusCode::kFailedPrecondition ? kExitUsage : code;
-}
+// ReportError, except that a database this build cannot use is exit 6 (a
+// newer schema) or bad input (2: one needing a migration, a run without an
+// arch), not "no GPU" (3).
+int Fail(const Status& status) { return ReportStoreError(status); }
 
 StatusOr<std::unique_ptr<Store>> OpenForReading(const std::string& path) {
   Store::Options options;
@@ -158,6 +155,10 @@ int ShowCommand(const StoreArgs& args) {
               When(run.ended_unix_ms).c_str(), run.sessions, run.sessions == 1 ? "" : "s",
               static_cast<unsigned long long>(run.seed), run.host.c_str(), static_cast<long long>(run.pid));
   std::printf("  options %s\n", run.options_json.c_str());
+  if (run.compiled > 0) {
+    std::printf("  compile-only: %lld kernels compiled, none was run (none is correct or timed)\n",
+                static_cast<long long>(run.compiled));
+  }
   if (!run.message.empty()) std::printf("  message: %s\n", run.message.c_str());
   std::printf("  %zu rounds, %zu ideas, %zu candidates judged:", history->rounds.size(), history->ideas.size(),
               history->entries.size());
@@ -167,9 +168,21 @@ int ShowCommand(const StoreArgs& args) {
   std::printf("\n  LLM: %lld exchanges, tokens in %lld, out %lld, cost $%.4f\n",
               static_cast<long long>(run.llm_exchanges), static_cast<long long>(run.input_tokens),
               static_cast<long long>(run.output_tokens), run.cost_usd);
+  if (!history->ideas.empty()) {
+    std::printf("ideas:\n");
+    for (const Idea& idea : history->ideas) {
+      std::printf("  %s [%s] %s\n", idea.id.c_str(), std::string(ToString(idea.category)).c_str(),
+                  idea.text.c_str());
+      if (!idea.outcome.empty()) std::printf("    -> %s\n", idea.outcome.c_str());
+    }
+  }
   if (const HistoryEntry* best = history->Best()) {
-    std::cout << "best kernel:\n" << best->evaluation.Report();
-    std::cout << "  plan: " << best->candidate.plan.ToJson() << "\n";
+    std::cout << (best->evaluation.correct()
+                      ? "best kernel " + best->candidate.id + ":\n"
+                      : "best compiled kernel " + best->candidate.id +
+                            " (compile-only: fewest registers; never run):\n")
+              << best->evaluation.Report();
+    std::cout << "  plan:\n" << IndentJson(best->candidate.plan.ToJson()) << "\n";
   } else {
     std::cout << "no correct kernel\n";
   }
@@ -216,7 +229,8 @@ int BestCommand(const StoreArgs& args) {
   std::printf("best kernel for %s: run %lld, candidate %s (%s on %s)\n", top.run.problem_name.c_str(),
               static_cast<long long>(top.run.id), top.best.candidate.id.c_str(), top.run.strategy.c_str(),
               top.run.device_name.c_str());
-  std::cout << top.best.evaluation.Report() << "  plan: " << top.best.candidate.plan.ToJson() << "\n";
+  std::cout << top.best.evaluation.Report() << "  plan:\n"
+            << IndentJson(top.best.candidate.plan.ToJson()) << "\n";
   if (best->size() > 1) {
     std::printf("other runs:\n");
     for (size_t i = 1; i < best->size(); ++i) {
