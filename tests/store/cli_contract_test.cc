@@ -399,6 +399,43 @@ TEST(CliContract, AMissingKernelIsNamedWithTheEntryPointsThatExist) {
   EXPECT_NE(out.find("its entry points: softmax_a, softmax_b"), std::string::npos) << out;
 }
 
+TEST(CliContract, ProblemsShowCountsValidPointsAndLoaderErrorsSayWhere) {
+  std::string out;
+  ASSERT_EQ(Shell(kCli + " problems show softmax", &out), kOk) << out;
+  EXPECT_NE(out.find("cluster: 36 points of 192 before constraints"), std::string::npos) << out;
+  out.clear();
+  ASSERT_EQ(Shell(kCli + " problems show layernorm", &out), kOk) << out;
+  EXPECT_NE(out.find("normal=normal(0, 1) (weight: normal(1, 0.1), bias: normal(0, 0.1))"),
+            std::string::npos) << "per-tensor input sets: " << out;
+
+  // Problems of one's own, made from the built-in one.
+  TempDir dir;
+  out.clear();
+  ASSERT_EQ(Shell(kCli + " problems show softmax --json", &out), kOk);
+  boost::json::value problem = LastJson(out);
+  ASSERT_TRUE(problem.is_object()) << out;
+  boost::json::value both = problem;
+  both.as_object()["description_file"] = "about.md";
+  dir.Write("about.md", "softmax");
+  const std::string both_file = dir.Write("both.json", boost::json::serialize(both));
+  out.clear();
+  EXPECT_EQ(Shell(kCli + " problems show " + both_file, &out), kUsage) << out;
+  EXPECT_NE(out.find("not both"), std::string::npos) << out;
+
+  boost::json::value bad_default = problem;
+  bad_default.at("templates").as_array()[0].as_object()["constraints"] = {"BLOCK > 100000"};
+  const std::string bad_file = dir.Write("bad_default.json", boost::json::serialize(bad_default));
+  out.clear();
+  EXPECT_EQ(Shell(kCli + " problems show " + bad_file, &out), kUsage) << out;
+  EXPECT_NE(out.find("(template 'online'): its default point (BLOCK=256, VEC=4) violates its own"
+                     " constraints[0] 'BLOCK > 100000'"), std::string::npos) << out;
+
+  const std::string broken = dir.Write("broken.json", "{\n  \"name\": \"x\",\n  \"dims\": ,\n}\n");
+  out.clear();
+  EXPECT_EQ(Shell(kCli + " problems show " + broken, &out), kUsage) << out;
+  EXPECT_NE(out.find("malformed JSON at line 3, column 11"), std::string::npos) << out;
+}
+
 // Starts `args` twice at once; the exit codes, and both logs in `logs`.
 std::vector<int> RunTwoAtOnce(const std::vector<std::string>& args, const std::string& log_prefix,
                               std::string* logs) {
