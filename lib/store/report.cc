@@ -50,7 +50,10 @@ std::string Time(int64_t unix_ms) {
   return text;
 }
 
-std::string StatusClass(const Evaluation& e) { return e.ok() ? "ok" : "fail"; }
+std::string StatusClass(const Evaluation& e) {
+  if (e.status == EvalStatus::kCompiled) return "compiled";
+  return e.ok() ? "ok" : "fail";
+}
 
 // A one-line description of a judged candidate.
 std::string Outcome(const Evaluation& e) {
@@ -324,7 +327,9 @@ std::string RunReportHtml(const RunHistory& h) {
   html += "<h2>Best kernel</h2>\n";
   if (best) {
     html += "<p><b>" + Escape(best->candidate.id) + "</b> (round " + std::to_string(best->candidate.provenance.round) +
-            ", " + Escape(best->candidate.provenance.generator) + ")</p>\n";
+            ", " + Escape(best->candidate.provenance.generator) + ")" +
+            (best->evaluation.correct() ? "" : ": compile-only, the compiled kernel with the fewest registers; never run") +
+            "</p>\n";
     html += "<pre class=\"evaluation\">" + Escape(best->evaluation.Report()) + "</pre>\n";
     html += "<p>Launch plan</p><pre class=\"plan\">" + Escape(IndentJson(best->candidate.plan.ToJson())) + "</pre>\n";
     html += "<p>Source</p><pre class=\"source\"><code>" + Escape(best->candidate.source) + "</code></pre>\n";
