@@ -321,10 +321,14 @@ TEST(CliContract, EachCauseHasItsOwnExitCode) {
   // Judged through a queue: the resume needs its URL, not a GPU.
   Sql(db, "UPDATE runs SET status = 'interrupted', device_name = '(compile-only)', options_json = "
           "'{\"argv\":[\"softmax\",\"--arch\",\"sm_90\",\"--queue-run\",\"ks-1\"]}'");
+  const int sessions = FindRun(db, 1).sessions;
   out.clear();
   EXPECT_EQ(Shell(kCli + " resume 1 --db " + db, &out), kUsage) << out;
   EXPECT_NE(out.find("resume it with --queue URL"), std::string::npos) << out;
   EXPECT_EQ(out.find("CUDA"), std::string::npos) << out;
+  // A resume that cannot start leaves the run as it was.
+  EXPECT_EQ(FindRun(db, 1).status, RunStatus::kInterrupted);
+  EXPECT_EQ(FindRun(db, 1).sessions, sessions);
 
   // Written by a newer ksearch.
   Sql(db, "PRAGMA user_version = 99");

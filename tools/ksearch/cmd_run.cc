@@ -918,23 +918,14 @@ int ResumeSearch(const RunArgs& given) {
   open.create_if_missing = false;
   auto store = Store::Open(DbPath(given), open);
   if (!store.ok()) return ReportStoreError(store.status());
-  auto session = ResumeRun(**store, given.resume, MakeSessionOptions(given));
-  if (!session.ok()) {
-    // "already completed": the request, not the machine, is at fault (exit
-    // 2, not the no-GPU exit 3); "still running": exit 8 (kAborted).
-    if (session.status().code() == StatusCode::kFailedPrecondition) {
-      return ReportError(session.status(), kExitUsage);
-    }
-    return ReportError(session.status());
-  }
-  auto argv = ArgvFromOptionsJson((*session)->run().options_json);
+  // Everything that can be checked is checked before the run is claimed, so
+  // that a resume which cannot start leaves the run as it was.
+  auto found = (*store)->FindRun(given.resume);
+  if (!found.ok()) return ReportError(found.status());
+  auto argv = ArgvFromOptionsJson(found->options_json);
   if (!argv.ok()) return ReportError(argv.status());
-  if (!given.overrides.empty()) {
-    // A larger budget for the rest of the run, kept for later resumes.
-    for (const auto& [flag, value] : given.overrides) SetArgument(*argv, flag, value);
-    Status kept = (*store)->SetRunOptions(given.resume, ArgvToOptionsJson(*argv));
-    if (!kept.ok()) return ReportError(kept);
-  }
+  // A larger budget for the rest of the run, kept for later resumes.
+  for (const auto& [flag, value] : given.overrides) SetArgument(*argv, flag, value);
 
   RunArgs args;
   CLI::App parser{"ksearch run (as recorded)", "ksearch run"};
@@ -963,13 +954,28 @@ int ResumeSearch(const RunArgs& given) {
   if (!given.queue_run.empty()) args.queue_run = given.queue_run;
   if (given.json) args.json = true;
   if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
-  auto problem = (*session)->problem();
-  if (!problem.ok()) return ReportError(problem.status());
   if (Status gpu = RequireLocalGpu(args, "run " + std::to_string(args.resume) +
                                               " needs a GPU to go on");
       !gpu.ok()) {
     return ReportError(gpu);
   }
+
+  // The claim: check and reopen in one transaction.
+  auto session = ResumeRun(**store, given.resume, MakeSessionOptions(given));
+  if (!session.ok()) {
+    // "already completed": the request, not the machine, is at fault (exit
+    // 2, not the no-GPU exit 3); "still running": exit 8 (kAborted).
+    if (session.status().code() == StatusCode::kFailedPrecondition) {
+      return ReportError(session.status(), kExitUsage);
+    }
+    return ReportError(session.status());
+  }
+  if (!given.overrides.empty()) {
+    Status kept = (*store)->SetRunOptions(given.resume, ArgvToOptionsJson(*argv));
+    if (!kept.ok()) return ReportError(kept);
+  }
+  auto problem = (*session)->problem();
+  if (!problem.ok()) return ReportError(problem.status());
   auto evaluator = MakeEvaluator(args, *problem);
   if (!evaluator.ok()) return ReportError(evaluator.status());
   if (!args.json) {
