@@ -146,7 +146,7 @@ struct RunArgs {
   int64_t resume = 0;
   bool take_over = false;
   bool reopen = false;
-  // Set on `resume`: budgets that replace the recorded ones (0: keep).
+  // Set on `resume`: budget flags and values that replace the recorded ones.
   std::vector<std::pair<std::string, std::string>> overrides;
 };
 
