@@ -1,7 +1,7 @@
 // Candidate: one kernel to judge — CUDA source for NVRTC, a launch plan, compile
 // options and where it came from.
 //
-// The kernel contract (docs/kernel-contract.md): the source is one NVRTC
+// The kernel contract (docs/kernel-contract.md has it whole): the source is one NVRTC
 // translation unit of device code only, with `extern "C" __global__` entry
 // points. The launch plan says how to run it:
 //

@@ -1,5 +1,5 @@
 // Evaluation: the verdict on one candidate — exactly one status, a one-line
-// message, and the figures behind it (shared/EVALUATION.md is the protocol).
+// message, and the figures behind it (docs/evaluation.md is the protocol).
 //
 // Thread safety: plain values.
 #ifndef KSEARCH_EVALUATION_H_
@@ -15,7 +15,9 @@
 namespace ksearch {
 
 enum class EvalStatus {
-  kOk,                // correct, and timed unless the evaluator was compile-only
+  kOk,                // correct and timed: every check ran and passed
+  kCompiled,          // compile-only: compiled and its plan checked, never run, so
+                      // neither correct nor timed
   kCompileError,      // NVRTC rejected the source; details hold the log
   kInvalidPlan,       // the launch plan is malformed or does not fit the kernel
   kResourceLimit,     // registers/shared memory/threads beyond the device
@@ -30,7 +32,7 @@ enum class EvalStatus {
   kSuspiciousSpeed,   // faster than the physical floor of the device
   kCancelled,         // the search stopped before this candidate was judged
 };
-// "ok", "compile_error", …, as in EVALUATION.md.
+// "ok", "compiled", "compile_error", …, as in docs/evaluation.md.
 std::string_view ToString(EvalStatus status);
 bool ParseEvalStatus(std::string_view text, EvalStatus* out);
 
@@ -132,7 +134,11 @@ struct Evaluation {
   double timing_ms = 0.0;                   // wall time spent timing
   double total_ms = 0.0;
 
-  bool ok() const { return status == EvalStatus::kOk; }
+  // Passed every check that was run: kOk, or kCompiled for a compile-only
+  // evaluator (searches go on from such kernels).
+  bool ok() const { return status == EvalStatus::kOk || status == EvalStatus::kCompiled; }
+  // Judged correct on the GPU (kOk). A kCompiled kernel is never correct.
+  bool correct() const { return status == EvalStatus::kOk; }
   // One paragraph for people: status, message, time, speedup, resources.
   std::string Report() const;
   // Machine-readable form (the CLI's --json).

@@ -12,7 +12,7 @@
 
 namespace ksearch {
 
-// The six categories of the method (DESIGN.md "Search strategies").
+// The six categories of the method (docs/search.md).
 enum class IdeaCategory {
   kMemoryAccess,    // global/shared/register hierarchy, coalescing, vector width
   kAsynchrony,      // latency hiding, async copies, pipelining

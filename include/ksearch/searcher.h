@@ -1,7 +1,7 @@
 // Searcher: the search loop and its strategy, its budgets, stop conditions and
 // observers.
 //
-// Built-in strategies (DESIGN.md "Search strategies"): ParallelBranchSearch
+// Built-in strategies (docs/search.md): ParallelBranchSearch
 // (ideas in natural language, parallel branches, the best as next seeds),
 // SequentialRefineSearch (one candidate at a time; the baseline the method is
 // compared with) and ParameterTuneSearch (offline tuning of a template's

@@ -111,8 +111,16 @@ struct RunInfo {
 
   // Aggregates over the run's records (filled by FindRun and ListRuns).
   int64_t candidates = 0;           // judged
-  int64_t correct = 0;
-  std::string best_candidate_id;    // fastest correct timed candidate; empty if none
+  int64_t correct = 0;              // status "ok": correct and timed
+  int64_t compiled = 0;             // status "compiled": compile-only, never run
+  // The run's best kernel, one definition for every reader (the search's
+  // summary, show, best, export, report): the candidate the search named best
+  // as it ran (SearchObserver::OnNewBest, recorded by RunRecorder) — the
+  // fastest correct timed kernel; in a compile-only run, the compiled kernel
+  // with the fewest registers, then fewest local bytes, then the earliest.
+  // For a run recorded without it (older ksearch): the fastest correct timed
+  // candidate, else the first correct one. Empty when there is none.
+  std::string best_candidate_id;
   std::optional<double> best_median_ms;
   std::optional<double> best_speedup;
   int64_t input_tokens = 0;         // over the recorded LLM exchanges
@@ -144,7 +152,7 @@ struct RunHistory {
 
   // The ideas and entries as a SearchHistory (what a strategy reads).
   SearchHistory ToSearchHistory() const;
-  // The fastest correct timed candidate; else the first correct one; else null.
+  // The entry of run.best_candidate_id (see RunInfo); else null.
   const HistoryEntry* Best() const;
   // Count of evaluations per status name ("ok", "compile_error", …).
   std::map<std::string, int64_t> CountByStatus() const;
@@ -229,6 +237,16 @@ class Store {
   // Marks a run as running again in this process (a resume): status kRunning,
   // sessions + 1, host and pid updated, ended cleared.
   [[nodiscard]] Status ReopenRun(int64_t run_id);
+  // As above, after checking in the same write transaction that the run may
+  // be reopened, so that of two processes resuming one run at once exactly
+  // one gets it. Errors: kNotFound; kFailedPrecondition when the run is
+  // kCompleted and !allow_completed; kAborted when it is kRunning in a live
+  // process (or on another host) and !allow_running.
+  [[nodiscard]] Status ReopenRun(int64_t run_id, bool allow_completed, bool allow_running);
+  // Replaces RunInfo::options_json (a resume that extends the run's budget).
+  [[nodiscard]] Status SetRunOptions(int64_t run_id, const std::string& options_json);
+  // Records the run's best kernel so far (RunInfo::best_candidate_id).
+  [[nodiscard]] Status RecordBest(int64_t run_id, const std::string& candidate_id);
   [[nodiscard]] Status FinishRun(int64_t run_id, const RunEnd& end);
 
   // Each call is one transaction; recording the same thing again (a resume
@@ -282,6 +300,7 @@ class RunRecorder final : public SearchObserver {
   ObserverAction OnRoundStart(int round, const std::vector<std::string>& seed_ids) override;
   ObserverAction OnIdea(const Idea& idea) override;
   ObserverAction OnCandidateEvaluated(const Candidate& candidate, const Evaluation& evaluation) override;
+  ObserverAction OnNewBest(const Candidate& candidate, const Evaluation& evaluation) override;
   ObserverAction OnRoundEnd(int round) override;
 
   // OK, or the first write error.
@@ -480,9 +499,10 @@ class RunSession {
                                                              const RunSettings& settings,
                                                              const SessionOptions& options = {});
 // Reopens run `run_id` for a resume: loads what it recorded and marks it
-// running again. Errors: kNotFound; kFailedPrecondition when the run is
-// kCompleted ("run 3 already completed"; see SessionOptions::reopen_completed)
-// or still running in a live process (see SessionOptions::take_over_running).
+// running again (check and claim in one transaction: Store::ReopenRun).
+// Errors: kNotFound; kFailedPrecondition when the run is kCompleted ("run 3
+// already completed"; see SessionOptions::reopen_completed); kAborted when it
+// is still running in a live process (see SessionOptions::take_over_running).
 [[nodiscard]] StatusOr<std::unique_ptr<RunSession>> ResumeRun(Store& store, int64_t run_id,
                                                               const SessionOptions& options = {});
 
@@ -498,6 +518,10 @@ std::string ArgvToOptionsJson(const std::vector<std::string>& argv);
 // with each idea's outcome, the best kernel's source and evaluation, failure
 // counts by status, tokens and cost.
 std::string RunReportHtml(const RunHistory& history);
+
+// JSON text indented for people, two spaces a level; short arrays of numbers
+// or strings stay on one line. Text that does not parse is returned as is.
+std::string IndentJson(std::string_view json);
 
 }  // namespace ksearch
 

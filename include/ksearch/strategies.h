@@ -1,5 +1,5 @@
 // The built-in search strategies and the generators that feed them
-// (DESIGN.md "Search strategies"; docs/search.md is the guide).
+// (docs/search.md is the guide).
 //
 // Offline, no language model:
 //

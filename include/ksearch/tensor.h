@@ -67,7 +67,7 @@ struct InputSet {
   friend bool operator==(const InputSet&, const InputSet&) = default;
 };
 
-// normal(0,1), uniform(-1,1) and normal(100,1): the defaults of EVALUATION.md.
+// normal(0,1), uniform(-1,1) and normal(100,1): the default input sets (docs/problems.md).
 std::vector<InputSet> DefaultInputSets();
 
 }  // namespace ksearch

@@ -10,6 +10,7 @@ namespace {
 
 constexpr std::pair<EvalStatus, std::string_view> kStatusNames[] = {
     {EvalStatus::kOk, "ok"},
+    {EvalStatus::kCompiled, "compiled"},
     {EvalStatus::kCompileError, "compile_error"},
     {EvalStatus::kInvalidPlan, "invalid_plan"},
     {EvalStatus::kResourceLimit, "resource_limit"},

@@ -38,7 +38,14 @@ std::string_view ToString(TerminationReason reason) {
 
 std::string SearchSummary::BriefReport() const {
   char text[512];
-  std::string best_text = "no correct kernel";
+  // A compile-only evaluator passes kernels it never ran (kCompiled): they
+  // are counted as compiled, never as correct.
+  auto count = [&](const char* status) {
+    auto it = by_status.find(status);
+    return static_cast<long long>(it == by_status.end() ? 0 : it->second);
+  };
+  const long long compiled = count("compiled");
+  std::string best_text = compiled > 0 ? "no kernel judged correct" : "no correct kernel";
   if (best && best->evaluation.timing) {
     std::snprintf(text, sizeof(text), "best %s %.4f ms", best->candidate.id.c_str(),
                   best->evaluation.timing->median_ms);
@@ -48,12 +55,16 @@ std::string SearchSummary::BriefReport() const {
                     best->evaluation.speedup->baseline.c_str());
       best_text += text;
     }
+  } else if (best && best->evaluation.status == EvalStatus::kCompiled) {
+    best_text += "; best compiled " + best->candidate.id + " (fewest registers; never run)";
   } else if (best) {
     best_text = "best " + best->candidate.id + " (untimed)";
   }
-  std::snprintf(text, sizeof(text), "%s: %s after %d rounds; %lld candidates, %lld correct; %s; %.1f s",
-                strategy.c_str(), std::string(ToString(termination)).c_str(), rounds,
-                static_cast<long long>(candidates), static_cast<long long>(correct),
+  std::string counts = std::to_string(candidates) + " candidates, " +
+                       std::to_string(count("ok")) + " correct";
+  if (compiled > 0) counts += ", " + std::to_string(compiled) + " compiled (compile-only: not run)";
+  std::snprintf(text, sizeof(text), "%s: %s after %d rounds; %s; %s; %.1f s", strategy.c_str(),
+                std::string(ToString(termination)).c_str(), rounds, counts.c_str(),
                 best_text.c_str(), wall_seconds);
   return text;
 }
@@ -67,7 +78,7 @@ std::string SearchSummary::FullReport() const {
     out += "\n";
   }
   char text[256];
-  std::snprintf(text, sizeof(text), "ideas %lld; tokens in %lld, out %lld; cost $%.4f; GPU %.1f s\n",
+  std::snprintf(text, sizeof(text), "ideas %lld; tokens in %lld, out %lld; cost $%.4f; evaluator %.1f s\n",
                 static_cast<long long>(ideas), static_cast<long long>(input_tokens),
                 static_cast<long long>(output_tokens), cost_usd, gpu_seconds);
   out += text;
@@ -83,7 +94,11 @@ std::string SearchSummary::FullReport() const {
     }
   }
   if (start) out += "starting kernel:\n" + start->evaluation.Report();
-  if (best) out += "best kernel:\n" + best->evaluation.Report();
+  if (best) {
+    out += best->evaluation.status == EvalStatus::kCompiled ? "best compiled kernel (never run):\n"
+                                                            : "best kernel:\n";
+    out += best->evaluation.Report();
+  }
   return out;
 }
 

@@ -2,7 +2,28 @@
 
 #include <algorithm>
 
+#include <boost/json/stream_parser.hpp>
+
 namespace ksearch::internal {
+namespace {
+
+// "line 3, column 14": where a JSON parser stops reading `text` (simdjson's
+// DOM parser does not say). Empty when that parser reads it whole.
+std::string ErrorLocation(std::string_view text) {
+  boost::json::stream_parser parser;
+  boost::system::error_code ec;
+  size_t consumed = parser.write_some(text.data(), text.size(), ec);
+  if (!ec) parser.finish(ec);
+  if (!ec) return "";
+  consumed = std::min(consumed, text.size());
+  size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + consumed, '\n'));
+  size_t line_start = text.rfind('\n', consumed == 0 ? 0 : consumed - 1);
+  size_t column = line_start == std::string_view::npos || consumed == 0 ? consumed + 1
+                                                                         : consumed - line_start;
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<JsonDocument>> JsonDocument::Parse(std::string_view text,
                                                             std::string_view origin) {
@@ -12,7 +33,9 @@ StatusOr<std::unique_ptr<JsonDocument>> JsonDocument::Parse(std::string_view tex
   // The parser owns the parsed tape; `padded` only needs to live for parse().
   auto result = doc->parser_.parse(padded);
   if (result.error()) {
-    return InvalidArgumentError(doc->origin_ + ": malformed JSON: " +
+    std::string where = ErrorLocation(text);
+    return InvalidArgumentError(doc->origin_ + ": malformed JSON" +
+                                (where.empty() ? "" : " at " + where) + ": " +
                                 simdjson::error_message(result.error()));
   }
   doc->root_ = result.value_unsafe();

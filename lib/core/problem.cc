@@ -130,6 +130,11 @@ StatusOr<Problem> ParseProblem(const JsonNode& root, std::string_view directory)
   }
   KSEARCH_ASSIGN_OR_RETURN(auto description, root.Find("description"));
   KSEARCH_ASSIGN_OR_RETURN(auto description_file, root.Find("description_file"));
+  if (description && description_file) {
+    return description_file->Error(
+        "give the description either inline (\"description\") or in a file "
+        "(\"description_file\"), not both");
+  }
   if (description) {
     KSEARCH_ASSIGN_OR_RETURN(p.description, description->String());
   } else if (description_file) {
@@ -440,6 +445,34 @@ Candidate KernelSpec::ToCandidate(std::string id, std::string generator) const {
   return c;
 }
 
+namespace {
+
+// A template's default point is its own kernel (what `eval --kernel
+// template:NAME` and a tune's first round judge): in the file as written it
+// must satisfy the template's constraints. (Other --dims may exclude it; a
+// search then skips it.)
+Status CheckTemplateDefaults(const Problem& p) {
+  for (size_t i = 0; i < p.templates.size(); ++i) {
+    const TemplateSpec& t = p.templates[i];
+    auto values = internal::PlanValues(p, t.kernel.plan);
+    for (size_t c = 0; c < t.constraints.size(); ++c) {
+      auto ok = EvaluateCondition(t.constraints[c], values);
+      if (!ok.ok() || *ok) continue;  // Validate reports the errors
+      std::string point;
+      for (const auto& [param, value] : t.kernel.plan.params) {
+        point += (point.empty() ? "" : ", ") + param + "=" + std::to_string(value);
+      }
+      return InvalidArgumentError("templates[" + std::to_string(i) + "] (template '" + t.name +
+                                  "'): its default point (" + point +
+                                  ") violates its own constraints[" + std::to_string(c) + "] '" +
+                                  t.constraints[c] + "'; change the plan's params or the constraint");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<Problem> Problem::FromJson(std::string_view json, std::string_view directory,
                                     std::string_view origin) {
   KSEARCH_ASSIGN_OR_RETURN(auto doc, JsonDocument::Parse(json, origin));
@@ -460,7 +493,9 @@ StatusOr<Problem> Problem::Load(std::string_view path_view) {
   if (auto slash = path.rfind('/'); slash != std::string::npos) {
     directory = slash == 0 ? "/" : path.substr(0, slash);
   }
-  return FromJson(text, directory, path);
+  KSEARCH_ASSIGN_OR_RETURN(Problem p, FromJson(text, directory, path));
+  KSEARCH_RETURN_IF_ERROR(CheckTemplateDefaults(p).WithContext(path));
+  return p;
 }
 
 std::string Problem::ToJson() const { return boost::json::serialize(ToJsonObject(*this)); }

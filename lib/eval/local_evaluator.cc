@@ -271,8 +271,7 @@ void LocalEvaluator::JudgeCompileOnly(const Candidate& candidate, const CompileR
                              [&](const KernelResources& r) { return r.kernel == kernel; });
     if (!found && !compiled.resources.empty()) {
       e->status = EvalStatus::kInvalidPlan;
-      e->message = "launches[" + std::to_string(l) + "]: kernel '" + kernel +
-                   "' is not an entry point of the source (is it extern \"C\" __global__?)";
+      e->message = MissingKernel(l, kernel, candidate.id, compiled.resources);
       return;
     }
     if (signatures.ok()) {
@@ -298,7 +297,7 @@ void LocalEvaluator::JudgeCompileOnly(const Candidate& candidate, const CompileR
       return;
     }
   }
-  e->status = EvalStatus::kOk;
+  e->status = EvalStatus::kCompiled;
   e->message = "compiled for " + options_.arch + "; plan checked against the problem" +
                (not_run.empty() ? " and the kernels' parameters" : "") + " (compile-only)";
   for (const char* check : {"device limits", "correctness", "timing", "re-check after timing"}) {

@@ -48,7 +48,9 @@ std::unique_ptr<PreparedPlan> LocalEvaluator::Prepare(const CompileResult& compi
     auto function = prepared->module.Function(launch.kernel);
     if (!function.ok()) {
       failure->status = EvalStatus::kInvalidPlan;
-      failure->message = where + ": " + function.status().message();
+      failure->message = function.status().code() == StatusCode::kNotFound
+                             ? MissingKernel(l, launch.kernel, e->candidate_id, compiled.resources)
+                             : where + ": " + function.status().message();
       return nullptr;
     }
     CUfunction f = *function;

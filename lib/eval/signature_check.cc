@@ -1,5 +1,7 @@
 #include "eval/signature_check.h"
 
+#include <algorithm>
+
 namespace ksearch::internal {
 
 std::string ArgumentMismatch(size_t index, const LaunchSpec& spec, const ResolvedLaunch& launch,
@@ -18,6 +20,20 @@ std::string ArgumentMismatch(size_t index, const LaunchSpec& spec, const Resolve
            " (pointers are 8 bytes; scalars i32/f32 4, i64 8)";
   }
   return "";
+}
+
+std::string MissingKernel(size_t launch, const std::string& kernel, const std::string& candidate,
+                          const std::vector<KernelResources>& found) {
+  std::vector<std::string> sorted;
+  for (const KernelResources& r : found) sorted.push_back(r.kernel);
+  std::sort(sorted.begin(), sorted.end());
+  std::string names;
+  for (const std::string& name : sorted) names += (names.empty() ? "" : ", ") + name;
+  return "launches[" + std::to_string(launch) + "]: kernel '" + kernel + "' is not an entry point of " +
+         (candidate.empty() ? std::string("the source") : "'" + candidate + "'") + " (" +
+         (names.empty() ? std::string("it has no extern \"C\" __global__ function")
+                        : "its entry points: " + names) +
+         "; is the kernel declared extern \"C\" __global__?)";
 }
 
 }  // namespace ksearch::internal

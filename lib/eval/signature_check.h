@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/plan_resolve.h"
 #include "ksearch/candidate.h"
+#include "ksearch/evaluation.h"
 
 namespace ksearch::internal {
 
@@ -26,6 +28,13 @@ namespace ksearch::internal {
 //   the plan passes 4 (pointers are 8 bytes; scalars i32/f32 4, i64 8)
 std::string ArgumentMismatch(size_t index, const LaunchSpec& spec, const ResolvedLaunch& launch,
                              std::span<const int64_t> param_sizes);
+
+// Why launches[launch]'s kernel is missing, naming the candidate (for
+// `ksearch eval`, the source file) and the entry points its source has:
+//   launches[0]: kernel 'k' is not an entry point of 'c1' (its entry points:
+//   a, b; is the kernel declared extern "C" __global__?)
+std::string MissingKernel(size_t launch, const std::string& kernel, const std::string& candidate,
+                          const std::vector<KernelResources>& found);
 
 }  // namespace ksearch::internal
 

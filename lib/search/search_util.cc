@@ -276,7 +276,9 @@ bool CountResult(SearchSummary* summary, const HistoryEntry& entry) {
   if (e.status == EvalStatus::kCancelled) return false;
   ++summary->candidates;
   if (!e.ok()) return false;
-  ++summary->correct;
+  // Compiled-only kernels can be the best of a compile-only run, but they
+  // were never run: they are not counted as correct.
+  if (e.correct()) ++summary->correct;
   if (summary->best && !Faster(entry, *summary->best)) return false;
   summary->best = entry;
   return true;

@@ -11,6 +11,8 @@
 #include <string>
 #include <unordered_map>
 
+#include <boost/json.hpp>
+
 #include "ksearch/store.h"
 
 namespace ksearch {
@@ -48,7 +50,10 @@ std::string Time(int64_t unix_ms) {
   return text;
 }
 
-std::string StatusClass(const Evaluation& e) { return e.ok() ? "ok" : "fail"; }
+std::string StatusClass(const Evaluation& e) {
+  if (e.status == EvalStatus::kCompiled) return "compiled";
+  return e.ok() ? "ok" : "fail";
+}
 
 // A one-line description of a judged candidate.
 std::string Outcome(const Evaluation& e) {
@@ -195,6 +200,12 @@ class Tree {
                       Escape(e.candidate.id) + "</span> <span class=\"gen\">" +
                       Escape(e.candidate.provenance.generator) + "</span> <span class=\"outcome\">" +
                       Escape(Outcome(e.evaluation)) + "</span>";
+    // A tuned candidate differs from its template only in its parameters.
+    std::string params;
+    for (const auto& [name, value] : e.candidate.plan.params) {
+      params += (params.empty() ? "" : ", ") + name + "=" + std::to_string(value);
+    }
+    if (!params.empty()) out += " <span class=\"params\">" + Escape(params) + "</span>";
     std::string children;
     if (auto it = ideas_by_parent_.find(e.candidate.id); it != ideas_by_parent_.end()) {
       for (const Idea* idea : it->second) children += RenderIdea(*idea, depth + 1);
@@ -240,7 +251,7 @@ ul.tree, ul.tree ul { list-style: none; padding-left: 18px; border-left: 1px dot
 ul.tree { border-left: none; padding-left: 0; } li { margin: 2px 0; }
 li.ok > .id { color: #17803d; font-weight: 600; } li.fail > .id { color: #b42318; font-weight: 600; }
 li.idea > .category { background: #eef3fb; border-radius: 3px; padding: 0 4px; font-size: 12px; }
-.gen, .idea-outcome { color: #5b6673; } pre { background: #f6f8fa; padding: 12px; overflow: auto; font-size: 12px; }
+.gen, .idea-outcome { color: #5b6673; } .params { font-family: monospace; color: #3a4a8a; } pre { background: #f6f8fa; padding: 12px; overflow: auto; font-size: 12px; }
 table { border-collapse: collapse; } td, th { padding: 3px 10px; border-bottom: 1px solid #eef0f2; text-align: left; }
 td.n { text-align: right; } .bar { display: inline-block; height: 10px; background: #b42318; }
 )css";
@@ -316,9 +327,11 @@ std::string RunReportHtml(const RunHistory& h) {
   html += "<h2>Best kernel</h2>\n";
   if (best) {
     html += "<p><b>" + Escape(best->candidate.id) + "</b> (round " + std::to_string(best->candidate.provenance.round) +
-            ", " + Escape(best->candidate.provenance.generator) + ")</p>\n";
+            ", " + Escape(best->candidate.provenance.generator) + ")" +
+            (best->evaluation.correct() ? "" : ": compile-only, the compiled kernel with the fewest registers; never run") +
+            "</p>\n";
     html += "<pre class=\"evaluation\">" + Escape(best->evaluation.Report()) + "</pre>\n";
-    html += "<p>Launch plan</p><pre class=\"plan\">" + Escape(best->candidate.plan.ToJson()) + "</pre>\n";
+    html += "<p>Launch plan</p><pre class=\"plan\">" + Escape(IndentJson(best->candidate.plan.ToJson())) + "</pre>\n";
     html += "<p>Source</p><pre class=\"source\"><code>" + Escape(best->candidate.source) + "</code></pre>\n";
   } else {
     html += "<p>No correct kernel in this run.</p>\n";
@@ -369,6 +382,53 @@ std::string RunReportHtml(const RunHistory& h) {
   }
   html += "<script>" + std::string(kScript) + "</script>\n</body>\n</html>\n";
   return html;
+}
+
+namespace {
+
+void Indent(const boost::json::value& v, int depth, std::string* out) {
+  const std::string pad(static_cast<size_t>(2 * (depth + 1)), ' ');
+  const std::string close(static_cast<size_t>(2 * depth), ' ');
+  if (v.is_object() && !v.as_object().empty()) {
+    *out += "{\n";
+    bool first = true;
+    for (const auto& [key, item] : v.as_object()) {
+      *out += (first ? "" : ",\n") + pad + boost::json::serialize(boost::json::value(key)) + ": ";
+      Indent(item, depth + 1, out);
+      first = false;
+    }
+    *out += "\n" + close + "}";
+    return;
+  }
+  if (v.is_array() && !v.as_array().empty()) {
+    const boost::json::array& a = v.as_array();
+    bool flat = a.size() <= 8 && std::all_of(a.begin(), a.end(), [](const boost::json::value& x) {
+                  return !x.is_object() && !x.is_array();
+                });
+    if (flat) {
+      *out += boost::json::serialize(v);
+      return;
+    }
+    *out += "[\n";
+    for (size_t i = 0; i < a.size(); ++i) {
+      *out += (i ? ",\n" : "") + pad;
+      Indent(a[i], depth + 1, out);
+    }
+    *out += "\n" + close + "]";
+    return;
+  }
+  *out += boost::json::serialize(v);
+}
+
+}  // namespace
+
+std::string IndentJson(std::string_view json) {
+  boost::system::error_code ec;
+  boost::json::value root = boost::json::parse(json, ec);
+  if (ec) return std::string(json);
+  std::string out;
+  Indent(root, 0, &out);
+  return out;
 }
 
 }  // namespace ksearch

@@ -134,7 +134,13 @@ CREATE TABLE kernel_cache (
 );
 )sql";
 
-constexpr const char* kMigrations[] = {kSchemaV1, kSchemaV2};
+// Version 3: the run's best kernel as its search named it (one definition of
+// "best" for every reader: see RunInfo::best_candidate_id).
+constexpr const char kSchemaV3[] = R"sql(
+ALTER TABLE runs ADD COLUMN best_candidate_id TEXT NOT NULL DEFAULT '';
+)sql";
+
+constexpr const char* kMigrations[] = {kSchemaV1, kSchemaV2, kSchemaV3};
 
 }  // namespace
 

@@ -59,6 +59,10 @@ ObserverAction RunRecorder::OnCandidateEvaluated(const Candidate& candidate,
   return Check(store_.RecordEvaluation(run_id_, candidate, evaluation));
 }
 
+ObserverAction RunRecorder::OnNewBest(const Candidate& candidate, const Evaluation&) {
+  return Check(store_.RecordBest(run_id_, candidate.id));
+}
+
 ObserverAction RunRecorder::OnRoundEnd(int round) { return Check(store_.RecordRoundEnd(run_id_, round)); }
 
 Status RunRecorder::status() const {
@@ -91,6 +95,20 @@ struct CachingEvaluator::State {
   }
 };
 
+namespace {
+
+// What makes figures comparable is the GPU, not the way to it: a queue
+// evaluator names itself "any sm_90 worker of redis://HOST:PORT/DB", and the
+// same fleet is reached through other spellings of its URL (localhost or
+// 127.0.0.1, with or without the default port).
+std::string DeviceIdentity(const std::string& name) {
+  size_t of = name.find(" worker of ");
+  if (name.starts_with("any ") && of != std::string::npos) return name.substr(0, of) + " worker";
+  return name;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<CachingEvaluator>> CachingEvaluator::Create(
     Evaluator& inner, Store& store, const RunInfo& run, const std::vector<HistoryEntry>& known,
     const Options& options) {
@@ -105,7 +123,8 @@ StatusOr<std::unique_ptr<CachingEvaluator>> CachingEvaluator::Create(
   const DeviceInfo& device = inner.device();
   std::string arch = device.cc_major > 0 ? device.Arch() : "";
   if (!run.device_name.empty() &&
-      (device.name != run.device_name || (!run.device_arch.empty() && arch != run.device_arch))) {
+      (DeviceIdentity(device.name) != DeviceIdentity(run.device_name) ||
+       (!run.device_arch.empty() && arch != run.device_arch))) {
     return FailedPreconditionError(
         "run " + std::to_string(run.id) + " was measured on " + run.device_name + " (" +
         run.device_arch + "), but this evaluator runs on " + device.name + " (" + arch +
@@ -404,6 +423,13 @@ Status RunSession::status() const {
 
 Status RunSession::Finish(const StatusOr<SearchSummary>& summary) {
   RunEnd end = RunEnd::FromSummary(summary);
+  // A strategy writes an idea's outcome once its branches are judged, after
+  // OnIdea recorded the idea: the summary's tree has the outcomes.
+  if (summary.ok()) {
+    for (const Idea& idea : summary->history.ideas) {
+      if (!idea.outcome.empty()) recorder_.OnIdea(idea);  // a write error stays in status()
+    }
+  }
   Status failure = status();
   if (!failure.ok()) {
     end.status = RunStatus::kFailed;
@@ -437,22 +463,8 @@ StatusOr<std::unique_ptr<RunSession>> BeginRun(Store& store, const Problem& prob
 
 StatusOr<std::unique_ptr<RunSession>> ResumeRun(Store& store, int64_t run_id,
                                                 const SessionOptions& options) {
-  KSEARCH_ASSIGN_OR_RETURN(RunInfo run, store.FindRun(run_id));
-  const std::string name = "run " + std::to_string(run_id);
-  if (run.status == RunStatus::kCompleted && !options.reopen_completed) {
-    return FailedPreconditionError(name + " already completed (" + run.termination +
-                                   "); start a new run, or reopen it to extend its budget");
-  }
-  if (run.status == RunStatus::kRunning && !run.LooksAbandoned() && !options.take_over_running) {
-    if (run.host == internal::HostName()) {
-      return FailedPreconditionError(name + " is still running (pid " + std::to_string(run.pid) +
-                                     "); stop that process first");
-    }
-    return FailedPreconditionError(name + " may still be running on host '" + run.host + "' (pid " +
-                                   std::to_string(run.pid) +
-                                   "); if that process is gone, resume with take-over");
-  }
-  KSEARCH_RETURN_IF_ERROR(store.ReopenRun(run_id));
+  KSEARCH_RETURN_IF_ERROR(
+      store.ReopenRun(run_id, options.reopen_completed, options.take_over_running));
   KSEARCH_ASSIGN_OR_RETURN(RunHistory history, store.LoadRunHistory(run_id, true));
   RunInfo reopened = history.run;
   return std::unique_ptr<RunSession>(

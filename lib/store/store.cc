@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <thread>
 
 #include <boost/json.hpp>
 
@@ -51,7 +54,7 @@ using internal::Statement;
 constexpr const char kRunColumns[] =
     "id, problem_name, problem_fingerprint, problem_json, strategy, options_json, seed, "
     "ksearch_version, nvrtc_version, driver_version, device_name, device_arch, host, pid, "
-    "sessions, started_unix_ms, ended_unix_ms, status, termination, message";
+    "sessions, started_unix_ms, ended_unix_ms, status, termination, message, best_candidate_id";
 
 RunInfo ReadRun(const Statement& s) {
   RunInfo run;
@@ -75,21 +78,39 @@ RunInfo ReadRun(const Statement& s) {
   if (!ParseRunStatus(s.Text(17), &run.status)) run.status = RunStatus::kFailed;
   run.termination = s.Text(18);
   run.message = s.Text(19);
+  run.best_candidate_id = s.Text(20);
   return run;
 }
 
 Status FillAggregates(Database& db, RunInfo* run) {
   {
     KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
-        "SELECT COUNT(*), COALESCE(SUM(status = 'ok'), 0) FROM evaluations WHERE run_id = ?1"));
+        "SELECT COUNT(*), COALESCE(SUM(status = 'ok'), 0), COALESCE(SUM(status = 'compiled'), 0) "
+        "FROM evaluations WHERE run_id = ?1"));
     s.Bind(1, run->id);
     KSEARCH_ASSIGN_OR_RETURN(bool row, s.Step());
     if (row) {
       run->candidates = s.Int(0);
       run->correct = s.Int(1);
+      run->compiled = s.Int(2);
     }
   }
-  {
+  // The best the search named (RecordBest), when it is recorded; else, for
+  // runs recorded without it, the fastest correct timed candidate, else the
+  // first correct one.
+  if (!run->best_candidate_id.empty()) {
+    KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
+        "SELECT median_ms, speedup FROM evaluations WHERE run_id = ?1 AND candidate_id = ?2"));
+    s.Bind(1, run->id).Bind(2, run->best_candidate_id);
+    KSEARCH_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (row) {
+      run->best_median_ms = s.OptionalDouble(0);
+      run->best_speedup = s.OptionalDouble(1);
+    } else {
+      run->best_candidate_id.clear();
+    }
+  }
+  if (run->best_candidate_id.empty()) {
     // SQLite's bare columns: with MIN(), the other columns come from the row
     // that holds the minimum.
     KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
@@ -211,7 +232,7 @@ StatusOr<std::vector<HistoryEntry>> LoadEntriesLocked(Database& db, int64_t run_
 }
 
 bool IsBetter(const HistoryEntry& a, const HistoryEntry* best) {
-  if (!a.evaluation.ok()) return false;
+  if (!a.evaluation.correct()) return false;
   if (!best) return true;
   if (!a.evaluation.timing) return false;
   if (!best->evaluation.timing) return true;
@@ -295,6 +316,7 @@ std::string RunInfo::ToJson() const {
   o["message"] = message;
   o["candidates"] = candidates;
   o["correct"] = correct;
+  o["compiled"] = compiled;
   o["best_candidate_id"] = best_candidate_id;
   o["best_median_ms"] = best_median_ms ? boost::json::value(*best_median_ms) : nullptr;
   o["best_speedup"] = best_speedup ? boost::json::value(*best_speedup) : nullptr;
@@ -313,6 +335,11 @@ SearchHistory RunHistory::ToSearchHistory() const {
 }
 
 const HistoryEntry* RunHistory::Best() const {
+  if (!run.best_candidate_id.empty()) {
+    for (const HistoryEntry& e : entries) {
+      if (e.candidate.id == run.best_candidate_id) return &e;
+    }
+  }
   const HistoryEntry* best = nullptr;
   for (const HistoryEntry& e : entries) {
     if (IsBetter(e, best)) best = &e;
@@ -437,9 +464,35 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Opti
       }
     }
   }
-  KSEARCH_ASSIGN_OR_RETURN(int64_t application_id, first_read);
-  KSEARCH_ASSIGN_OR_RETURN(int64_t version, db->QueryInt("PRAGMA user_version"));
-  KSEARCH_ASSIGN_OR_RETURN(int64_t tables, db->QueryInt("SELECT COUNT(*) FROM sqlite_schema"));
+  // Two processes creating the same database at once: the second may meet
+  // the first's lock where SQLite does not wait for it (switching the journal
+  // mode, reading a WAL index being built). Those steps are retried until the
+  // busy timeout, so both open.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(open.busy_timeout_ms);
+  auto retry_while_busy = [&](const std::function<Status()>& step) {
+    while (true) {
+      Status status = step();
+      if (status.code() != StatusCode::kUnavailable || options.read_only ||
+          std::chrono::steady_clock::now() >= deadline) {
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  int64_t application_id = 0, version = 0, tables = 0;
+  if (!first_read.ok()) {
+    KSEARCH_RETURN_IF_ERROR(retry_while_busy([&] {
+      first_read = db->QueryInt("PRAGMA application_id");
+      return first_read.status();
+    }));
+  }
+  KSEARCH_ASSIGN_OR_RETURN(application_id, first_read);
+  KSEARCH_RETURN_IF_ERROR(retry_while_busy([&]() -> Status {
+    KSEARCH_ASSIGN_OR_RETURN(version, db->QueryInt("PRAGMA user_version"));
+    KSEARCH_ASSIGN_OR_RETURN(tables, db->QueryInt("SELECT COUNT(*) FROM sqlite_schema"));
+    return Status::Ok();
+  }));
   const int latest = internal::LatestSchemaVersion();
   if (application_id != internal::kApplicationId) {
     if (application_id != 0 || tables != 0 || version != 0) {
@@ -475,8 +528,16 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Opti
   }
   if (!options.read_only) {
     // WAL: readers never block the writer and the writer never blocks them;
-    // a commit is one append to the -wal file, durable once written.
-    {
+    // a commit is one append to the -wal file, durable once written. It is
+    // set once, by whoever finds the file in another mode.
+    KSEARCH_RETURN_IF_ERROR(retry_while_busy([&]() -> Status {
+      {
+        // Scoped: a statement not yet finalized holds a read transaction,
+        // in which the mode cannot change.
+        KSEARCH_ASSIGN_OR_RETURN(Statement current, db->Prepare("PRAGMA journal_mode"));
+        KSEARCH_ASSIGN_OR_RETURN(bool has_mode, current.Step());
+        if (has_mode && current.Text(0) == "wal") return Status::Ok();
+      }
       KSEARCH_ASSIGN_OR_RETURN(Statement mode, db->Prepare("PRAGMA journal_mode = WAL"));
       KSEARCH_ASSIGN_OR_RETURN(bool row, mode.Step());
       if (!row || mode.Text(0) != "wal") {
@@ -484,10 +545,12 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Opti
                                        (row ? mode.Text(0) : std::string()) +
                                        "'); is the file on a network file system?");
       }
-    }
+      return Status::Ok();
+    }));
     KSEARCH_RETURN_IF_ERROR(db->Exec(options.sync_every_commit ? "PRAGMA synchronous = FULL"
                                                                : "PRAGMA synchronous = NORMAL"));
-    KSEARCH_RETURN_IF_ERROR(internal::Migrate(*db, static_cast<int>(version), latest));
+    KSEARCH_RETURN_IF_ERROR(retry_while_busy(
+        [&] { return internal::Migrate(*db, static_cast<int>(version), latest); }));
   }
   KSEARCH_RETURN_IF_ERROR(db->Exec("PRAGMA foreign_keys = ON"));
   return std::unique_ptr<Store>(
@@ -567,13 +630,47 @@ StatusOr<std::vector<RunInfo>> Store::ListRuns(const RunFilter& filter) {
   return runs;
 }
 
-Status Store::ReopenRun(int64_t run_id) {
+Status Store::ReopenRun(int64_t run_id) { return ReopenRun(run_id, true, true); }
+
+Status Store::ReopenRun(int64_t run_id, bool allow_completed, bool allow_running) {
   return impl_->Write([&](Database& db) -> Status {
-    KSEARCH_RETURN_IF_ERROR(RequireRun(db, run_id));
+    // The check and the update share one write transaction (BEGIN
+    // IMMEDIATE): of two resumes at once, the second sees the first's claim.
+    KSEARCH_ASSIGN_OR_RETURN(Statement find, db.Prepare(std::string("SELECT ") + kRunColumns +
+                                                        " FROM runs WHERE id = ?1"));
+    find.Bind(1, run_id);
+    KSEARCH_ASSIGN_OR_RETURN(bool found, find.Step());
+    const std::string name = "run " + std::to_string(run_id);
+    if (!found) {
+      return NotFoundError(name + " is not in " + db.path() + " ('ksearch list' shows the runs)");
+    }
+    const RunInfo run = ReadRun(find);
+    if (run.status == RunStatus::kCompleted && !allow_completed) {
+      return FailedPreconditionError(name + " already completed (" + run.termination +
+                                     "); start a new run, or reopen it to extend its budget");
+    }
+    if (run.status == RunStatus::kRunning && !run.LooksAbandoned() && !allow_running) {
+      if (run.host == internal::HostName()) {
+        return AbortedError(name + " is still running in another process (pid " +
+                            std::to_string(run.pid) + " on this host); wait for it or stop it first");
+      }
+      return AbortedError(name + " may still be running on host '" + run.host + "' (pid " +
+                          std::to_string(run.pid) + "); if that process is gone, resume with take-over");
+    }
     KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
         "UPDATE runs SET status = 'running', sessions = sessions + 1, host = ?2, pid = ?3, "
         "ended_unix_ms = 0, termination = '', message = '' WHERE id = ?1"));
     s.Bind(1, run_id).Bind(2, internal::HostName()).Bind(3, static_cast<int64_t>(::getpid()));
+    return s.Run();
+  });
+}
+
+Status Store::SetRunOptions(int64_t run_id, const std::string& options_json) {
+  return impl_->Write([&](Database& db) -> Status {
+    KSEARCH_RETURN_IF_ERROR(RequireRun(db, run_id));
+    KSEARCH_ASSIGN_OR_RETURN(Statement s,
+                             db.Prepare("UPDATE runs SET options_json = ?2 WHERE id = ?1"));
+    s.Bind(1, run_id).Bind(2, options_json);
     return s.Run();
   });
 }
@@ -609,6 +706,16 @@ Status Store::RecordRoundEnd(int64_t run_id, int round) {
     KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
         "UPDATE rounds SET ended_unix_ms = ?3 WHERE run_id = ?1 AND round = ?2 AND ended_unix_ms = 0"));
     s.Bind(1, run_id).Bind(2, round).Bind(3, internal::NowUnixMs());
+    return s.Run();
+  });
+}
+
+Status Store::RecordBest(int64_t run_id, const std::string& candidate_id) {
+  return impl_->Write([&](Database& db) -> Status {
+    KSEARCH_RETURN_IF_ERROR(RequireRun(db, run_id));
+    KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
+        "UPDATE runs SET best_candidate_id = ?2 WHERE id = ?1 AND best_candidate_id IS NOT ?2"));
+    s.Bind(1, run_id).Bind(2, candidate_id);
     return s.Run();
   });
 }
@@ -802,7 +909,8 @@ StatusOr<std::vector<RunBest>> Store::BestForProblem(std::string_view name_or_fi
       KSEARCH_RETURN_IF_ERROR(FillAggregates(db, &run));
       if (run.best_candidate_id.empty()) continue;
       KSEARCH_ASSIGN_OR_RETURN(auto entries, LoadEntriesLocked(db, run.id, run.best_candidate_id));
-      if (entries.empty()) continue;
+      // A compile-only run's best compiled kernel was never run: not correct.
+      if (entries.empty() || !entries.front().evaluation.correct()) continue;
       out.push_back(RunBest{run, std::move(entries.front())});
     }
     return Status::Ok();

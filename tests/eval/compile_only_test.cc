@@ -27,7 +27,7 @@ TEST(CompileOnlyEvaluator, AcceptsTheStartingKernelAndListsSkippedChecks) {
   Problem problem = testing::RowSoftmaxProblem();
   auto evaluator = CompileOnly(problem);
   Evaluation e = EvaluateOne(*evaluator, problem.start.ToCandidate("start", "start"));
-  EXPECT_EQ(e.status, EvalStatus::kOk) << e.Report();
+  EXPECT_EQ(e.status, EvalStatus::kCompiled) << e.Report();
   EXPECT_FALSE(e.checks_not_run.empty());
   EXPECT_NE(e.Report().find("not run: correctness"), std::string::npos) << e.Report();
   ASSERT_EQ(e.resources.size(), 1u);
@@ -65,7 +65,7 @@ TEST(CompileOnlyEvaluator, ChecksTheStartingKernelsParameters) {
   Problem problem = testing::RowSoftmaxProblem();
   auto evaluator = CompileOnly(problem);
   Evaluation e = EvaluateOne(*evaluator, problem.start.ToCandidate("start", "start"));
-  EXPECT_EQ(e.status, EvalStatus::kOk) << e.Report();
+  EXPECT_EQ(e.status, EvalStatus::kCompiled) << e.Report();
   EXPECT_NE(e.message.find("kernels' parameters"), std::string::npos) << e.message;
   for (const std::string& check : e.checks_not_run) {
     EXPECT_EQ(check.find("signature"), std::string::npos) << check;
@@ -107,7 +107,7 @@ TEST(CompileOnlyEvaluator, SaysSoWhenTheCubinsParametersCannotBeRead) {
   auto e = internal::EvaluatePrecompiled(*evaluator, std::span<const Candidate>(&c, 1),
                                          std::span<const internal::CompileResult>(&compiled, 1));
   ASSERT_TRUE(e.ok()) << e.status().ToString();
-  EXPECT_EQ(e->front().status, EvalStatus::kOk) << e->front().Report();
+  EXPECT_EQ(e->front().status, EvalStatus::kCompiled) << e->front().Report();
   ASSERT_FALSE(e->front().checks_not_run.empty());
   EXPECT_NE(e->front().checks_not_run[0].find("plan vs kernel signature (the cubin's parameter tables "
                                               "could not be read: not an ELF file"),
@@ -139,7 +139,7 @@ TEST(CompileOnlyEvaluator, JudgesABatchInOrderAndHonorsCancel) {
   ASSERT_EQ(results.size(), 6u);
   for (int i = 0; i < 6; ++i) {
     EXPECT_EQ(results[static_cast<size_t>(i)].candidate_id, "c" + std::to_string(i));
-    EXPECT_EQ(results[static_cast<size_t>(i)].status, i % 2 ? EvalStatus::kCompileError : EvalStatus::kOk);
+    EXPECT_EQ(results[static_cast<size_t>(i)].status, i % 2 ? EvalStatus::kCompileError : EvalStatus::kCompiled);
   }
   std::atomic<bool> cancel{true};
   results = evaluator->Evaluate(batch, &cancel);

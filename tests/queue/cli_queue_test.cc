@@ -8,6 +8,7 @@
 #include <string>
 
 #include "queue_test_util.h"
+#include "store/cli_test_util.h"
 #include "test_util.h"
 
 namespace ksearch {
@@ -15,19 +16,10 @@ namespace {
 
 using testing::FakeWorker;
 using testing::RedisServer;
+using testing::Shell;
 using testing::TempDir;
 
 const std::string kCli = KSEARCH_CLI_PATH;
-
-int Shell(const std::string& command, std::string* output) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
-  int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 TEST(CliQueue, RunThroughAFakeFleetRecordsItsQueueRunForResume) {
   RedisServer redis;
@@ -57,6 +49,17 @@ TEST(CliQueue, RunThroughAFakeFleetRecordsItsQueueRunForResume) {
   ASSERT_EQ(Shell(kCli + " resume 1 --reopen --queue " + redis.url() + " --db " + db, &out), 0)
       << out;
   EXPECT_NE(out.find("resuming run 1"), std::string::npos) << out;
+  // The same Redis by another spelling of its URL: the workers, not the URL,
+  // are what the run was measured on.
+  std::string localhost = redis.url();
+  localhost.replace(localhost.find("127.0.0.1"), 9, "localhost");
+  out.clear();
+  EXPECT_EQ(Shell(kCli + " resume 1 --reopen --queue " + localhost + " --db " + db, &out), 0)
+      << out;
+  // Without --queue, the resume says what it needs.
+  out.clear();
+  EXPECT_EQ(Shell(kCli + " resume 1 --reopen --db " + db, &out), 2) << out;
+  EXPECT_NE(out.find("resume it with --queue URL"), std::string::npos) << out;
 }
 
 }  // namespace

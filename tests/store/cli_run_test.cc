@@ -15,40 +15,19 @@
 #include <string>
 #include <thread>
 
+#include "cli_test_util.h"
 #include "ksearch/store.h"
 #include "test_util.h"
 
 namespace ksearch {
 namespace {
 
+using testing::Join;
+using testing::Shell;
+using testing::Spawn;
 using testing::TempDir;
 
 const std::string kCli = KSEARCH_CLI_PATH;
-
-int Shell(const std::string& command, std::string* output) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
-  int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// Starts `args` as a child process with stdout and stderr in `log`.
-pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    FILE* out = std::freopen(log.c_str(), "w", stdout);
-    if (out == nullptr || ::dup2(STDOUT_FILENO, STDERR_FILENO) < 0) ::_exit(127);
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
 
 // The candidates recorded for run 1 of `db`, by id with status (-1 when the
 // database or run is not there yet).
@@ -74,18 +53,15 @@ std::vector<std::string> SearchArgs(const std::string& db) {
           "--ideas", "3", "--branches", "2", "--cache-dir", "off", "--db", db};
 }
 
-std::string Join(const std::vector<std::string>& args) {
-  std::string out;
-  for (const std::string& a : args) out += (out.empty() ? "" : " ") + a;
-  return out;
-}
+// A compile-only run ends with exit 5: kernels compiled, none was run.
+constexpr int kCompiledOnly = 5;
 
 TEST(CliRun, RecordsTheRunAndListShowsIt) {
   TempDir dir;
   const std::string db = dir.path() + "/k.db";
   std::string out;
   ASSERT_EQ(Shell(kCli + " run softmax --dims rows=64,cols=1024 --compile-only --arch sm_90"
-                  " --rounds 2 --batch 3 --db " + db, &out), 0) << out;
+                  " --rounds 2 --batch 3 --db " + db, &out), kCompiledOnly) << out;
   EXPECT_NE(out.find("recording run 1 in " + db), std::string::npos) << out;
   EXPECT_NE(out.find("run 1 recorded in"), std::string::npos) << out;
   out.clear();
@@ -104,11 +80,11 @@ TEST(CliRun, NoDbWritesNothingAndBadInputIsNamed) {
   ASSERT_EQ(Shell("cd " + dir.path() + " && " + kCli +
                       " run softmax --dims rows=64,cols=1024 --compile-only --arch sm_90"
                       " --rounds 1 --batch 2 --no-db",
-                  &out), 0) << out;
+                  &out), kCompiledOnly) << out;
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ksearch.db"));
   out.clear();
   EXPECT_EQ(Shell(kCli + " resume 7 --db " + dir.path() + "/none.db", &out), 2) << out;
-  EXPECT_NE(out.find("7"), std::string::npos) << out;
+  EXPECT_NE(out.find("no such database"), std::string::npos) << out;
   out.clear();
   EXPECT_EQ(Shell(kCli + " run softmax --gpus 0,x --compile-only --arch sm_90 --no-db", &out), 2);
   EXPECT_NE(out.find("'x' is not a GPU ordinal"), std::string::npos) << out;
@@ -132,7 +108,7 @@ TEST(CliRun, ResumeAfterSigkillEndsWithTheUninterruptedRun) {
   TempDir dir;
   const std::string whole = dir.path() + "/whole.db";
   std::string out;
-  ASSERT_EQ(Shell(Join(SearchArgs(whole)), &out), 0) << out;
+  ASSERT_EQ(Shell(Join(SearchArgs(whole)), &out), kCompiledOnly) << out;
   const auto expected = Recorded(whole);
   ASSERT_GT(expected.size(), 10u);
 
@@ -154,7 +130,7 @@ TEST(CliRun, ResumeAfterSigkillEndsWithTheUninterruptedRun) {
     if (before.size() < expected.size()) ++killed_mid_run;
     // Nothing recorded is lost or changed by the resume.
     out.clear();
-    ASSERT_EQ(Shell(kCli + " resume 1 --db " + db, &out), 0) << out;
+    ASSERT_EQ(Shell(kCli + " resume 1 --db " + db, &out), kCompiledOnly) << out;
     EXPECT_NE(out.find("resuming run 1"), std::string::npos) << out;
     const auto after = Recorded(db);
     for (const auto& [id, state] : before) {
@@ -193,7 +169,7 @@ TEST(CliRun, MockLlmServesASearch) {
   ::kill(pid, SIGTERM);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  ASSERT_EQ(code, 0) << out;
+  ASSERT_EQ(code, kCompiledOnly) << out;
   EXPECT_NE(out.find("\"candidates\":"), std::string::npos) << out;
   EXPECT_EQ(out.find("idea request failed"), std::string::npos) << out;
   ASSERT_TRUE(WIFEXITED(status)) << "mock-llm did not stop cleanly on SIGTERM";

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "cli_test_util.h"
 #include "core/file_util.h"
 #include "ksearch/kernel_cache.h"
 #include "ksearch/store.h"
@@ -18,24 +19,13 @@ namespace {
 
 using testing::FakeDevice;
 using testing::RowSoftmaxProblem;
+using testing::Shell;
 using testing::TempDir;
 
 std::string Read(const std::string& path) {
   auto text = internal::ReadFile(path);
   EXPECT_TRUE(text.ok()) << text.status().ToString();
   return text.ok() ? *text : "";
-}
-
-// Runs a shell command; returns its exit status and output.
-int Shell(const std::string& command, std::string* output) {
-  std::string full = command + " 2>&1";
-  FILE* pipe = ::popen(full.c_str(), "r");
-  if (!pipe) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
-  int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 std::string CudaInclude() {

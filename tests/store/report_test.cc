@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "cli_test_util.h"
 #include "core/file_util.h"
 #include "ksearch/store.h"
 #include "store_test_util.h"
@@ -18,18 +19,9 @@ namespace {
 using testing::FakeEvaluator;
 using testing::FakePaidLlm;
 using testing::RowSoftmaxProblem;
+using testing::Shell;
 using testing::TempDir;
 using testing::ToyLlmSearch;
-
-int Shell(const std::string& command, std::string* output) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
-  int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 // A finished LLM search of three rounds, recorded in `db`.
 int64_t RecordASearch(const std::string& db) {

@@ -188,7 +188,7 @@ TEST(ResumeRun, RefusesACompletedRunAndOneStillRunning) {
   ASSERT_TRUE(session.ok());
   // Its process (this one) is alive.
   auto again = ResumeRun(*store, (*session)->run_id());
-  EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(again.status().code(), StatusCode::kAborted);
   EXPECT_NE(again.status().message().find("still running"), std::string::npos);
   SearchSummary summary;
   summary.termination = TerminationReason::kBudgetRounds;

@@ -127,7 +127,8 @@ int RunEval(const EvalArgs& args) {
   } else {
     std::cout << e.Report();
   }
-  return e.ok() ? kExitOk : kExitRejected;
+  if (e.status == EvalStatus::kCompiled) return kExitCompiledOnly;
+  return e.correct() ? kExitOk : kExitRejected;
 }
 
 }  // namespace
@@ -146,17 +147,21 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--compile-only", args.compile_only,
                 "compile and check the plan without a GPU (needs --arch)");
   cmd->add_option("--arch", args.arch, "compile target, e.g. sm_90 (default: the GPU's)");
-  cmd->add_option("--device", args.device, "CUDA device ordinal")->capture_default_str();
-  cmd->add_option("--seed", args.seed, "input seed (0: from the clock)");
+  cmd->add_option("--device", args.device, "CUDA device ordinal")
+      ->capture_default_str()
+      ->check(NonNegative());
+  cmd->add_option("--seed", args.seed, "input seed (0: from the clock)")->check(NonNegative());
   cmd->add_option("--nvrtc-option", args.nvrtc_options, "extra NVRTC option (repeatable)");
   cmd->add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
   cmd->add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per kernel")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Positive());
   cmd->add_flag("--unsandboxed-compile", args.unsandboxed_compile, kUnsandboxedCompileHelp);
   cmd->add_flag("--json", args.json, "print the evaluation as JSON");
   cmd->footer(
       "Exit status: 0 when the kernel is correct, 1 when it was judged and rejected\n"
-      "(compile_error, wrong_result, …), 2 for bad input, 3 without a GPU.\n\n"
+      "(compile_error, wrong_result, …), 2 for bad input, 3 without a GPU, 5 with\n"
+      "--compile-only when it compiled and its plan checks (status \"compiled\": never run).\n\n"
       "Examples:\n"
       "  ksearch eval softmax --source my.cu --plan my.json\n"
       "  ksearch eval softmax --kernel start --dims rows=64,cols=4096\n"

@@ -16,6 +16,36 @@ std::string Shape(const Problem& p, const TensorSpec& t) {
   return out;
 }
 
+// A template's points that satisfy its constraints, and all points of its
+// space.
+std::pair<int64_t, int64_t> CountPoints(const Problem& p, const TemplateSpec& t) {
+  int64_t all = 1;
+  for (const auto& [name, values] : t.space) all *= static_cast<int64_t>(values.size());
+  int64_t valid = 0;
+  std::vector<size_t> index(t.space.size(), 0);
+  for (int64_t n = 0; n < all; ++n) {
+    std::vector<std::pair<std::string, int64_t>> values = p.dims;
+    for (const auto& [param, value] : t.kernel.plan.params) {
+      int64_t v = value;
+      for (size_t d = 0; d < t.space.size(); ++d) {
+        if (t.space[d].first == param) v = t.space[d].second[index[d]];
+      }
+      values.emplace_back(param, v);
+    }
+    bool ok = true;
+    for (const std::string& c : t.constraints) {
+      auto holds = EvaluateCondition(c, values);
+      ok = ok && holds.ok() && *holds;
+    }
+    valid += ok ? 1 : 0;
+    for (size_t d = 0; d < index.size(); ++d) {  // the next point, odometer order
+      if (++index[d] < t.space[d].second.size()) break;
+      index[d] = 0;
+    }
+  }
+  return {valid, all};
+}
+
 void PrintProblem(const Problem& p) {
   std::cout << p.name << "\n";
   if (!p.torch_equivalent.empty()) std::cout << "  torch:     " << p.torch_equivalent << "\n";
@@ -27,7 +57,15 @@ void PrintProblem(const Problem& p) {
               << " " << ToString(t.dtype) << "[" << Shape(p, t) << "]\n";
   }
   std::cout << "  inputs:   ";
-  for (const InputSet& s : p.input_sets) std::cout << " " << s.name << "=" << s.fallback.ToString();
+  for (const InputSet& s : p.input_sets) {
+    std::cout << " " << s.name << "=" << s.fallback.ToString();
+    // Per-tensor overrides of the set's distribution.
+    for (size_t i = 0; i < s.per_tensor.size(); ++i) {
+      std::cout << (i == 0 ? " (" : ", ") << s.per_tensor[i].first << ": "
+                << s.per_tensor[i].second.ToString();
+    }
+    if (!s.per_tensor.empty()) std::cout << ")";
+  }
   std::cout << "\n  tolerance: " << ToString(p.tolerance.policy) << "\n";
   auto flops = p.Flops();
   auto bytes = p.Bytes();
@@ -36,9 +74,9 @@ void PrintProblem(const Problem& p) {
   std::cout << "  baseline:  " << (p.baseline.library.empty() ? "reference_fp32 kernel" : p.baseline.library)
             << "\n  templates: " << p.templates.size();
   for (const TemplateSpec& t : p.templates) {
-    size_t points = 1;
-    for (const auto& [name, values] : t.space) points *= values.size();
-    std::cout << (&t == &p.templates.front() ? " (" : ", ") << t.name << ": " << points << " points";
+    auto [valid, all] = CountPoints(p, t);
+    std::cout << (&t == &p.templates.front() ? " (" : ", ") << t.name << ": " << valid << " points";
+    if (valid != all) std::cout << " of " << all << " before constraints";
   }
   std::cout << (p.templates.empty() ? "" : ")") << "\n  fingerprint: " << p.Fingerprint().substr(0, 16)
             << "\n";

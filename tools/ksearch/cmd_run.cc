@@ -1,11 +1,13 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -91,8 +93,14 @@ Status ScriptMockFromProblem(MockLlmServer& mock, const Problem& problem, int ro
 namespace {
 
 std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signal{0};
 
-void OnSigint(int) { g_interrupted.store(true); }
+// SIGINT and SIGTERM stop the search the same graceful way: work in flight
+// is finished or cancelled, everything is recorded, the summary printed.
+void OnStopSignal(int signal) {
+  g_signal.store(signal);
+  g_interrupted.store(true);
+}
 
 struct RunArgs {
   std::string problem;
@@ -139,6 +147,8 @@ struct RunArgs {
   int64_t resume = 0;
   bool take_over = false;
   bool reopen = false;
+  // Set on `resume`: budget flags and values that replace the recorded ones.
+  std::vector<std::pair<std::string, std::string>> overrides;
 };
 
 std::string JsonString(std::string_view text) {
@@ -187,7 +197,9 @@ class Progress final : public SearchObserver {
   }
   ObserverAction OnCandidateEvaluated(const Candidate&, const Evaluation& e) override {
     ++evaluated_;
-    if (e.ok()) {
+    if (e.status == EvalStatus::kCompiled) {
+      ++compiled_;
+    } else if (e.ok()) {
       ++ok_;
     } else {
       ++failed_;
@@ -223,7 +235,7 @@ class Progress final : public SearchObserver {
       std::snprintf(best, sizeof(best), "best %s %.4f ms (%.2fx vs %s)", best_.c_str(), best_ms_,
                     speedup_, baseline_.c_str());
     } else if (!best_.empty()) {
-      std::snprintf(best, sizeof(best), "best %s (compile-only)", best_.c_str());
+      std::snprintf(best, sizeof(best), "best compiled %s (never run)", best_.c_str());
     }
     char llm[96] = "";
     if (client_) {
@@ -231,8 +243,14 @@ class Progress final : public SearchObserver {
       std::snprintf(llm, sizeof(llm), " | %lld tokens, $%.4f",
                     static_cast<long long>(t.input_tokens + t.output_tokens), t.cost_usd);
     }
-    std::fprintf(stderr, "%sround %d | evaluated %d (ok %d, failed %d) | %s%s | %.1f s%s",
-                 tty_ ? "\r\033[K" : "", round_, evaluated_, ok_, failed_, best, llm, seconds,
+    char counts[96];
+    if (compiled_ > 0) {
+      std::snprintf(counts, sizeof(counts), "ok %d, compiled %d, failed %d", ok_, compiled_, failed_);
+    } else {
+      std::snprintf(counts, sizeof(counts), "ok %d, failed %d", ok_, failed_);
+    }
+    std::fprintf(stderr, "%sround %d | evaluated %d (%s) | %s%s | %.1f s%s",
+                 tty_ ? "\r\033[K" : "", round_, evaluated_, counts, best, llm, seconds,
                  tty_ ? "" : "\n");
     std::fflush(stderr);
   }
@@ -240,7 +258,7 @@ class Progress final : public SearchObserver {
   bool quiet_;
   bool tty_;
   const LlmClient* client_;
-  int round_ = 0, evaluated_ = 0, ok_ = 0, failed_ = 0;
+  int round_ = 0, evaluated_ = 0, ok_ = 0, compiled_ = 0, failed_ = 0;
   std::string best_, baseline_;
   double best_ms_ = 0.0, speedup_ = 0.0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
@@ -317,23 +335,96 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const Problem& problem, RunSessi
   return setup;
 }
 
-void PrintJson(const SearchSummary& s, int64_t run_id) {
+// Where a search's time went. compile, check and timing are summed over the
+// judged candidates (compiles run in parallel, so their sum can pass the
+// wall time); model is the wall time during which at least one model
+// request of this session was in flight; evaluator is the wall time the
+// search spent waiting for evaluations.
+struct TimeSplit {
+  double compile_seconds = 0.0;
+  double check_seconds = 0.0;
+  double timing_seconds = 0.0;
+  std::optional<double> model_seconds;  // unknown without a database
+  double candidates_per_minute = 0.0;
+};
+
+TimeSplit SplitTime(const SearchSummary& s, const std::vector<LlmExchange>& session_exchanges,
+                    bool model_known) {
+  TimeSplit t;
+  for (const HistoryEntry& e : s.history.entries) {
+    t.compile_seconds += e.evaluation.compile_ms / 1000.0;
+    t.check_seconds += e.evaluation.check_ms / 1000.0;
+    t.timing_seconds += e.evaluation.timing_ms / 1000.0;
+  }
+  if (s.wall_seconds > 0) t.candidates_per_minute = s.candidates / (s.wall_seconds / 60.0);
+  if (model_known) {
+    std::vector<std::pair<double, double>> spans;
+    for (const LlmExchange& x : session_exchanges) {
+      double latency = x.response.ok() ? x.response->latency_ms : 0.0;
+      spans.emplace_back(static_cast<double>(x.started_unix_ms),
+                         static_cast<double>(x.started_unix_ms) + latency);
+    }
+    std::sort(spans.begin(), spans.end());
+    double covered_ms = 0.0, end = -1.0;
+    for (const auto& [from, to] : spans) {
+      if (to <= end) continue;
+      covered_ms += to - std::max(from, end);
+      end = to;
+    }
+    t.model_seconds = covered_ms / 1000.0;
+  }
+  return t;
+}
+
+std::string TimeSplitText(const SearchSummary& s, const TimeSplit& t) {
+  char text[512];
+  std::snprintf(text, sizeof(text),
+                "rate: %.1f candidates/min; time: wall %.1f s, evaluator %.1f s; summed over "
+                "candidates: compile %.1f s (CPU), check %.1f s, timing %.1f s (GPU)",
+                t.candidates_per_minute, s.wall_seconds, s.gpu_seconds, t.compile_seconds,
+                t.check_seconds, t.timing_seconds);
+  std::string out = text;
+  if (t.model_seconds) {
+    std::snprintf(text, sizeof(text), "; waiting for the model %.1f s", *t.model_seconds);
+    out += text;
+  }
+  return out + "\n";
+}
+
+int64_t StatusCount(const SearchSummary& s, const char* status) {
+  auto it = s.by_status.find(status);
+  return it == s.by_status.end() ? 0 : it->second;
+}
+
+void PrintJson(const SearchSummary& s, int64_t run_id, const TimeSplit& t) {
   std::ostringstream out;
   out << "{\"run\":" << run_id << ",\"strategy\":" << JsonString(s.strategy)
       << ",\"termination\":" << JsonString(ToString(s.termination));
   if (!s.error.ok()) out << ",\"error\":" << JsonString(s.error.ToString());
   out << ",\"rounds\":" << s.rounds << ",\"ideas\":" << s.ideas
-      << ",\"candidates\":" << s.candidates << ",\"correct\":" << s.correct
+      << ",\"candidates\":" << s.candidates << ",\"correct\":" << StatusCount(s, "ok")
+      << ",\"compiled\":" << StatusCount(s, "compiled")
       << ",\"repairs\":" << s.repairs << ",\"input_tokens\":" << s.input_tokens
       << ",\"output_tokens\":" << s.output_tokens << ",\"cost_usd\":" << s.cost_usd
       << ",\"wall_seconds\":" << s.wall_seconds << ",\"gpu_seconds\":" << s.gpu_seconds
-      << ",\"by_status\":{";
+      << ",\"candidates_per_minute\":" << t.candidates_per_minute << ",\"time\":{"
+      << "\"wall_seconds\":" << s.wall_seconds << ",\"evaluator_seconds\":" << s.gpu_seconds
+      << ",\"compile_seconds\":" << t.compile_seconds
+      << ",\"check_seconds\":" << t.check_seconds << ",\"timing_seconds\":" << t.timing_seconds
+      << ",\"model_seconds\":";
+  if (t.model_seconds) {
+    out << *t.model_seconds;
+  } else {
+    out << "null";
+  }
+  out << "},\"by_status\":{";
   bool first = true;
   for (const auto& [status, count] : s.by_status) {
     out << (first ? "" : ",") << JsonString(status) << ":" << count;
     first = false;
   }
-  out << "},\"best\":" << (s.best ? s.best->evaluation.ToJson() : "null")
+  out << "},\"best_candidate_id\":" << (s.best ? JsonString(s.best->candidate.id) : "null")
+      << ",\"best\":" << (s.best ? s.best->evaluation.ToJson() : "null")
       << ",\"best_plan\":" << (s.best ? s.best->candidate.plan.ToJson() : "null")
       << ",\"best_source\":" << (s.best ? JsonString(s.best->candidate.source) : "null")
       << ",\"tree\":{\"ideas\":[";
@@ -524,7 +615,12 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
   std::unique_ptr<Evaluator> recorded;
   if (session) {
     auto wrapped = session->WrapEvaluator(inner);
-    if (!wrapped.ok()) return ReportError(wrapped.status());
+    if (!wrapped.ok()) {
+      // Another problem or another device than the run's.
+      return wrapped.status().code() == StatusCode::kFailedPrecondition
+                 ? ReportError(wrapped.status(), kExitDeviceMismatch)
+                 : ReportError(wrapped.status());
+    }
     recorded = std::move(*wrapped);
   }
   Evaluator& evaluator = recorded ? *recorded : inner;
@@ -564,9 +660,13 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
   if (session) context.observers.push_back(session->observer());
   context.observers.push_back(&progress);
   context.cancel = &g_interrupted;
-  std::signal(SIGINT, OnSigint);
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
+  const int64_t session_start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count();
   auto summary = searcher->Run(context);
   std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   progress.Finish();
   Status recorded_status = session ? session->Finish(summary) : Status::Ok();
   if (!summary.ok()) return ReportError(summary.status());
@@ -583,15 +683,26 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
                 << evaluator.device().name << "\n";
     }
   }
+  std::vector<LlmExchange> exchanges;
+  if (store && llm.client) {
+    // This session's live requests (replayed ones were paid for earlier).
+    auto recorded_exchanges = store->LoadExchanges(session->run_id());
+    if (recorded_exchanges.ok()) {
+      for (LlmExchange& x : *recorded_exchanges) {
+        if (x.started_unix_ms >= session_start_ms) exchanges.push_back(std::move(x));
+      }
+    }
+  }
+  TimeSplit time = SplitTime(*summary, exchanges, store != nullptr || !llm.client);
   if (args.json) {
-    PrintJson(*summary, session ? session->run_id() : 0);
+    PrintJson(*summary, session ? session->run_id() : 0, time);
   } else {
-    std::cout << summary->FullReport();
+    std::cout << summary->FullReport() << TimeSplitText(*summary, time);
     if (std::string why; args.unsandboxed_compile && !CompileConfinementAvailable(&why)) {
       std::cout << "compiles: UNCONFINED (--unsandboxed-compile; " << why << ")\n";
     }
     if (summary->best) {
-      std::cout << "best plan: " << summary->best->candidate.plan.ToJson() << "\n";
+      std::cout << "best plan:\n" << IndentJson(summary->best->candidate.plan.ToJson()) << "\n";
     }
   }
   if (session) {
@@ -607,9 +718,12 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
     std::cerr << "\n";
   }
   if (!recorded_status.ok()) return ReportError(recorded_status);
-  if (summary->termination == TerminationReason::kInterrupted) return kExitInterrupted;
+  if (summary->termination == TerminationReason::kInterrupted) {
+    return g_signal.load() == SIGTERM ? kExitTerminated : kExitInterrupted;
+  }
   if (summary->termination == TerminationReason::kFailed) return kExitFailure;
-  return summary->best ? kExitOk : kExitRejected;
+  if (summary->best && summary->best->evaluation.correct()) return kExitOk;
+  return summary->best ? kExitCompiledOnly : kExitRejected;
 }
 
 // The arguments after "run" on this command line, without the ones that
@@ -668,8 +782,8 @@ int RunSearch(const RunArgs& given) {
   if (!args.no_db) {
     auto opened = Store::Open(DbPath(args));
     if (!opened.ok()) {
-      return ReportError(Status(opened.status().code(),
-                                opened.status().message() + " (or run with --no-db)"));
+      return ReportStoreError(Status(opened.status().code(),
+                                     opened.status().message() + " (or run with --no-db)"));
     }
     store = std::move(*opened);
   }
@@ -695,6 +809,26 @@ int RunSearch(const RunArgs& given) {
   return code;
 }
 
+// The budgets that bound a run by themselves; `resume` takes them too, to
+// extend a run.
+void AddBudgetOptions(CLI::App& cmd, RunArgs& args) {
+  cmd.add_option("--max-candidates", args.max_candidates, "stop after this many candidates")
+      ->check(NonNegative());
+  cmd.add_option("--budget-minutes", args.budget_minutes, "stop after this much wall time")
+      ->check(NonNegative());
+  cmd.add_option("--budget-gpu-minutes", args.budget_gpu_minutes,
+                 "stop after this much evaluator time")
+      ->check(NonNegative());
+}
+
+// After parsing: --rounds keeps its default of 6 only when no budget that
+// bounds the run by itself was given.
+void ApplyRoundsDefault(const CLI::App& cmd, RunArgs& args) {
+  if (cmd.count("--rounds") > 0) return;
+  bool bounded = args.budget_minutes > 0 || args.budget_gpu_minutes > 0 || args.max_candidates > 0;
+  args.rounds = bounded ? 0 : 6;
+}
+
 void AddRunOptions(CLI::App& cmd, RunArgs& args) {
   cmd.add_option("PROBLEM", args.problem, "built-in name (see 'ksearch problems') or path");
   cmd.add_option("--strategy", args.strategy,
@@ -713,41 +847,52 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
   cmd.add_option("--prompts", args.prompts,
                  "folder of prompt templates overriding the built-in ones");
   cmd.add_option("--mock-script", args.mock_script, "with --llm mock: a mock script (docs/llm.md)");
-  cmd.add_option("--rounds", args.rounds, "rounds to run (0: until another budget ends)")
-      ->capture_default_str();
+  cmd.add_option("--rounds", args.rounds,
+                 "rounds to run (0: until another budget ends; default 6, unlimited when "
+                 "--budget-minutes, --budget-gpu-minutes or --max-candidates is given alone)")
+      ->check(NonNegative());
   cmd.add_option("--seeds", args.seeds, "branch: k, correct kernels seeding each round")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Positive());
   cmd.add_option("--ideas", args.ideas, "branch: n, ideas per seed per round")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Positive());
   cmd.add_option("--branches", args.branches, "branch: b, implementations per idea")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Positive());
   cmd.add_flag("--repair", args.repair,
                "branch: give a branch that fails to compile or is wrong one fix attempt");
   cmd.add_flag("--idea-per-step", args.idea_per_step,
                "refine: ask for an idea before each revision (two requests per candidate)");
   cmd.add_option("--max-in-flight", args.max_in_flight, "LLM requests in flight at most")
-      ->capture_default_str();
-  cmd.add_option("--batch", args.batch, "tune: candidates judged per round")->capture_default_str();
+      ->capture_default_str()
+      ->check(Positive());
+  cmd.add_option("--batch", args.batch, "tune: candidates judged per round")
+      ->capture_default_str()
+      ->check(Positive());
   cmd.add_option("--tune-method", args.tune_method, "tune: random, annealing or halving")
       ->capture_default_str();
-  cmd.add_option("--max-candidates", args.max_candidates, "stop after this many candidates");
-  cmd.add_option("--budget-tokens", args.budget_tokens, "stop after this many LLM tokens");
+  AddBudgetOptions(cmd, args);
+  cmd.add_option("--budget-tokens", args.budget_tokens, "stop after this many LLM tokens")
+      ->check(NonNegative());
   cmd.add_option("--budget-usd", args.budget_usd,
-                 "stop after this much LLM spending (needs --prices)");
-  cmd.add_option("--budget-minutes", args.budget_minutes, "stop after this much wall time");
-  cmd.add_option("--budget-gpu-minutes", args.budget_gpu_minutes,
-                 "stop after this much evaluator time");
+                 "stop after this much LLM spending (needs --prices)")
+      ->check(NonNegative());
   cmd.add_option("--target-speedup", args.target_speedup,
-                 "stop once the best beats the baseline by this");
+                 "stop once the best beats the baseline by this")
+      ->check(NonNegative());
   cmd.add_option("--dims", args.dims, "override problem dims, e.g. rows=256,cols=1024");
   cmd.add_flag("--compile-only", args.compile_only,
                "run the loop without a GPU, judging up to compilation and plan checks (needs "
                "--arch)");
   cmd.add_option("--arch", args.arch, "compile target, e.g. sm_90 (default: the GPU's)");
-  cmd.add_option("--seed", args.seed, "seed for every random choice")->capture_default_str();
+  cmd.add_option("--seed", args.seed, "seed for every random choice")
+      ->capture_default_str()
+      ->check(NonNegative());
   cmd.add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
   cmd.add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per candidate")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Positive());
   cmd.add_flag("--unsandboxed-compile", args.unsandboxed_compile, kUnsandboxedCompileHelp);
   cmd.add_flag("--json", args.json,
                "print the summary and the search tree as JSON (no progress line)");
@@ -758,20 +903,36 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
 // chosen again (another host, other GPUs).
 void AddSelectionOptions(CLI::App& cmd, RunArgs& args);
 
-int ResumeSearch(const RunArgs& given) {
-  auto store = Store::Open(DbPath(given));
-  if (!store.ok()) return ReportError(store.status());
-  auto session = ResumeRun(**store, given.resume, MakeSessionOptions(given));
-  if (!session.ok()) {
-    // "already completed", "still running": the request, not the machine, is
-    // at fault (exit 2, not the no-GPU exit 3).
-    if (session.status().code() == StatusCode::kFailedPrecondition) {
-      return ReportError(InvalidArgumentError(session.status().message()));
+// Replaces (or appends) `flag VALUE` in recorded run arguments.
+void SetArgument(std::vector<std::string>& argv, const std::string& flag, const std::string& value) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == flag) {
+      ++i;  // and its value
+      continue;
     }
-    return ReportError(session.status());
+    if (argv[i].starts_with(flag + "=")) continue;
+    out.push_back(argv[i]);
   }
-  auto argv = ArgvFromOptionsJson((*session)->run().options_json);
+  out.push_back(flag);
+  out.push_back(value);
+  argv = std::move(out);
+}
+
+int ResumeSearch(const RunArgs& given) {
+  // A resume never creates a database: a mistyped --db is an error.
+  Store::Options open;
+  open.create_if_missing = false;
+  auto store = Store::Open(DbPath(given), open);
+  if (!store.ok()) return ReportStoreError(store.status());
+  // Everything that can be checked is checked before the run is claimed, so
+  // that a resume which cannot start leaves the run as it was.
+  auto found = (*store)->FindRun(given.resume);
+  if (!found.ok()) return ReportError(found.status());
+  auto argv = ArgvFromOptionsJson(found->options_json);
   if (!argv.ok()) return ReportError(argv.status());
+  // A larger budget for the rest of the run, kept for later resumes.
+  for (const auto& [flag, value] : given.overrides) SetArgument(*argv, flag, value);
 
   RunArgs args;
   CLI::App parser{"ksearch run (as recorded)", "ksearch run"};
@@ -784,6 +945,13 @@ int ResumeSearch(const RunArgs& given) {
     return ReportError(DataLossError("run " + std::to_string(given.resume) +
                                      ": its recorded flags no longer parse (" + e.what() + ")"));
   }
+  ApplyRoundsDefault(parser, args);
+  if (!args.queue_run.empty() && given.queue.empty()) {
+    return ReportError(InvalidArgumentError(
+        "run " + std::to_string(given.resume) +
+        " was judged by GPU hosts through a Redis queue: resume it with --queue URL (the "
+        "Redis the workers serve, e.g. --queue redis://HOST:6379)"));
+  }
   args.db = given.db;
   args.resume = given.resume;
   args.gpus = given.gpus;
@@ -793,13 +961,28 @@ int ResumeSearch(const RunArgs& given) {
   if (!given.queue_run.empty()) args.queue_run = given.queue_run;
   if (given.json) args.json = true;
   if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
-  auto problem = (*session)->problem();
-  if (!problem.ok()) return ReportError(problem.status());
   if (Status gpu = RequireLocalGpu(args, "run " + std::to_string(args.resume) +
                                               " needs a GPU to go on");
       !gpu.ok()) {
     return ReportError(gpu);
   }
+
+  // The claim: check and reopen in one transaction.
+  auto session = ResumeRun(**store, given.resume, MakeSessionOptions(given));
+  if (!session.ok()) {
+    // "already completed": the request, not the machine, is at fault (exit
+    // 2, not the no-GPU exit 3); "still running": exit 8 (kAborted).
+    if (session.status().code() == StatusCode::kFailedPrecondition) {
+      return ReportError(session.status(), kExitUsage);
+    }
+    return ReportError(session.status());
+  }
+  if (!given.overrides.empty()) {
+    Status kept = (*store)->SetRunOptions(given.resume, ArgvToOptionsJson(*argv));
+    if (!kept.ok()) return ReportError(kept);
+  }
+  auto problem = (*session)->problem();
+  if (!problem.ok()) return ReportError(problem.status());
   auto evaluator = MakeEvaluator(args, *problem);
   if (!evaluator.ok()) return ReportError(evaluator.status());
   if (!args.json) {
@@ -818,7 +1001,8 @@ void AddSelectionOptions(CLI::App& cmd, RunArgs& args) {
                "judge in this process on --device (no isolation: a crashing kernel ends the "
                "search; for trusted templates)");
   cmd.add_option("--device", args.device, "CUDA device ordinal for --in-process")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(NonNegative());
   cmd.add_option("--queue", args.queue,
                  "judge on GPU hosts serving this Redis instead (redis://HOST[:PORT][/DB]; needs "
                  "--arch; see 'ksearch worker --help')");
@@ -845,8 +1029,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "SIGKILL continues with 'ksearch resume RUN' without judging a finished kernel or\n"
       "buying an LLM reply twice. Kernels are judged in isolated worker processes, one per\n"
       "GPU (--gpus); a kernel that crashes or hangs costs one evaluation, not the search.\n"
-      "Ctrl-C stops gracefully: work in flight is finished or cancelled, everything is\n"
-      "recorded and the summary is printed. API keys come from $OPENAI_API_KEY or\n"
+      "Ctrl-C or SIGTERM stops gracefully: work in flight is finished or cancelled,\n"
+      "everything is recorded and the summary is printed (exit 130, 143). API keys come from $OPENAI_API_KEY or\n"
       "$ANTHROPIC_API_KEY, never from the command line.\n\n"
       "Examples:\n"
       "  ksearch run softmax                           tune softmax's templates on every GPU\n"
@@ -859,8 +1043,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "                                                exercise the loop without a GPU or model\n"
       "  ksearch resume 3                              continue run 3 after a kill\n"
       "  ksearch run matmul --queue redis://fleet:6379 --arch sm_90\n"
-      "                                                judge on GPU hosts running 'ksearch worker'");
-  cmd->callback([exit_code] {
+      "                                                judge on GPU hosts running 'ksearch worker'\n\n" +
+      std::string(kExitCodesHelp));
+  cmd->callback([exit_code, cmd] {
+    ApplyRoundsDefault(*cmd, args);
     *exit_code = args.resume > 0 ? ResumeSearch(args) : RunSearch(args);
   });
 }
@@ -873,7 +1059,23 @@ void AddResumeCommand(CLI::App& app, int* exit_code) {
   AddSelectionOptions(*cmd, args);
   cmd->add_flag("--take-over", args.take_over,
                 "resume although the run says it is running (its process is known to be gone)");
-  cmd->add_flag("--reopen", args.reopen, "continue a completed run (to extend it)");
+  cmd->add_flag("--reopen", args.reopen,
+                "continue a completed run, to extend it with a larger budget (--rounds, …)");
+  static std::string rounds, max_candidates, budget_minutes, budget_gpu_minutes;
+  struct Override {
+    const char* flag;
+    std::string* value;
+    const char* help;
+  };
+  for (const Override& o : {Override{"--rounds", &rounds, "rounds in all, replacing the recorded"},
+                            Override{"--max-candidates", &max_candidates,
+                                     "candidates in all, replacing the recorded budget"},
+                            Override{"--budget-minutes", &budget_minutes,
+                                     "wall time for this session, replacing the recorded budget"},
+                            Override{"--budget-gpu-minutes", &budget_gpu_minutes,
+                                     "evaluator time for this session, replacing the recorded"}}) {
+    cmd->add_option(o.flag, *o.value, o.help)->check(NonNegative());
+  }
   cmd->add_flag("--json", args.json, "print the summary as JSON");
   cmd->footer(
       "The run's problem, strategy, seed and flags come from the database. Kernels judged\n"
@@ -882,8 +1084,17 @@ void AddResumeCommand(CLI::App& app, int* exit_code) {
       "Examples:\n"
       "  ksearch list                       find the run\n"
       "  ksearch resume 3                   continue run 3 of ./ksearch.db\n"
+      "  ksearch resume 3 --reopen --rounds 20   extend a completed run to 20 rounds\n"
       "  ksearch resume 3 --db runs.db --gpus 1");
-  cmd->callback([exit_code] { *exit_code = ResumeSearch(args); });
+  cmd->callback([exit_code] {
+    for (const auto& [flag, value] : {std::pair{"--rounds", &rounds},
+                                      std::pair{"--max-candidates", &max_candidates},
+                                      std::pair{"--budget-minutes", &budget_minutes},
+                                      std::pair{"--budget-gpu-minutes", &budget_gpu_minutes}}) {
+      if (!value->empty()) args.overrides.emplace_back(flag, *value);
+    }
+    *exit_code = ResumeSearch(args);
+  });
 }
 
 }  // namespace ksearch::cli

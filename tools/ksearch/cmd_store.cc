@@ -6,6 +6,7 @@
 #include <iostream>
 #include <string>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "ksearch/kernel_cache.h"
 #include "ksearch/problem.h"
@@ -53,13 +54,10 @@ std::string State(const RunInfo& run) {
   return std::string(ToString(run.status));
 }
 
-// ReportError, except that a database this build cannot use (newer schema,
-// one needing a migration, a run without an arch) is bad input here (exit 2),
-// not "no GPU" (3).
-int Fail(const Status& status) {
-  int code = ReportError(status);
-  return status.code() == StatusCode::kFailedPrecondition ? kExitUsage : code;
-}
+// ReportError, except that a database this build cannot use is exit 6 (a
+// newer schema) or bad input (2: one needing a migration, a run without an
+// arch), not "no GPU" (3).
+int Fail(const Status& status) { return ReportStoreError(status); }
 
 StatusOr<std::unique_ptr<Store>> OpenForReading(const std::string& path) {
   Store::Options options;
@@ -158,6 +156,10 @@ int ShowCommand(const StoreArgs& args) {
               When(run.ended_unix_ms).c_str(), run.sessions, run.sessions == 1 ? "" : "s",
               static_cast<unsigned long long>(run.seed), run.host.c_str(), static_cast<long long>(run.pid));
   std::printf("  options %s\n", run.options_json.c_str());
+  if (run.compiled > 0) {
+    std::printf("  compile-only: %lld kernels compiled, none was run (none is correct or timed)\n",
+                static_cast<long long>(run.compiled));
+  }
   if (!run.message.empty()) std::printf("  message: %s\n", run.message.c_str());
   std::printf("  %zu rounds, %zu ideas, %zu candidates judged:", history->rounds.size(), history->ideas.size(),
               history->entries.size());
@@ -167,9 +169,21 @@ int ShowCommand(const StoreArgs& args) {
   std::printf("\n  LLM: %lld exchanges, tokens in %lld, out %lld, cost $%.4f\n",
               static_cast<long long>(run.llm_exchanges), static_cast<long long>(run.input_tokens),
               static_cast<long long>(run.output_tokens), run.cost_usd);
+  if (!history->ideas.empty()) {
+    std::printf("ideas:\n");
+    for (const Idea& idea : history->ideas) {
+      std::printf("  %s [%s] %s\n", idea.id.c_str(), std::string(ToString(idea.category)).c_str(),
+                  idea.text.c_str());
+      if (!idea.outcome.empty()) std::printf("    -> %s\n", idea.outcome.c_str());
+    }
+  }
   if (const HistoryEntry* best = history->Best()) {
-    std::cout << "best kernel:\n" << best->evaluation.Report();
-    std::cout << "  plan: " << best->candidate.plan.ToJson() << "\n";
+    std::cout << (best->evaluation.correct()
+                      ? "best kernel " + best->candidate.id + ":\n"
+                      : "best compiled kernel " + best->candidate.id +
+                            " (compile-only: fewest registers; never run):\n")
+              << best->evaluation.Report();
+    std::cout << "  plan:\n" << IndentJson(best->candidate.plan.ToJson()) << "\n";
   } else {
     std::cout << "no correct kernel\n";
   }
@@ -216,7 +230,8 @@ int BestCommand(const StoreArgs& args) {
   std::printf("best kernel for %s: run %lld, candidate %s (%s on %s)\n", top.run.problem_name.c_str(),
               static_cast<long long>(top.run.id), top.best.candidate.id.c_str(), top.run.strategy.c_str(),
               top.run.device_name.c_str());
-  std::cout << top.best.evaluation.Report() << "  plan: " << top.best.candidate.plan.ToJson() << "\n";
+  std::cout << top.best.evaluation.Report() << "  plan:\n"
+            << IndentJson(top.best.candidate.plan.ToJson()) << "\n";
   if (best->size() > 1) {
     std::printf("other runs:\n");
     for (size_t i = 1; i < best->size(); ++i) {
@@ -278,7 +293,9 @@ void AddStoreCommands(CLI::App& app, int* exit_code) {
   auto* list = app.add_subcommand("list", "List the runs recorded in a ksearch database");
   AddDbOption(list, list_args);
   list->add_option("--problem", list_args.problem, "only runs of this problem (name as recorded)");
-  list->add_option("--limit", list_args.limit, "newest runs to show (0: all)")->capture_default_str();
+  list->add_option("--limit", list_args.limit, "newest runs to show (0: all)")
+      ->capture_default_str()
+      ->check(NonNegative());
   list->add_flag("--json", list_args.json, "print a JSON array of runs");
   list->footer("A run that says 'stopped' was killed; 'ksearch run --resume RUN' continues it.\n\n"
                "Examples:\n"
@@ -298,7 +315,9 @@ void AddStoreCommands(CLI::App& app, int* exit_code) {
                    "built-in name or path (matched by fingerprint), or a recorded problem name")
       ->required();
   AddDbOption(best, best_args);
-  best->add_option("--limit", best_args.limit, "runs to compare (0: all)")->capture_default_str();
+  best->add_option("--limit", best_args.limit, "runs to compare (0: all)")
+      ->capture_default_str()
+      ->check(NonNegative());
   best->add_flag("--json", best_args.json, "print a JSON array, fastest first");
   best->footer("Exit status 1 when no run has a correct kernel for the problem.\n\n"
                "Examples:\n  ksearch best softmax\n  ksearch best ./my_op/problem.json --json");

@@ -2,6 +2,7 @@
 #include <csignal>
 #include <iostream>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "ksearch/queue.h"
 #include "ksearch/worker_pool.h"
@@ -107,9 +108,10 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-jobs", args.max_jobs, "exit after this many jobs (0: run until stopped)");
   cmd->add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
-  cmd->add_option("--seed", args.seed, "input seed (0: from the clock)");
+  cmd->add_option("--seed", args.seed, "input seed (0: from the clock)")->check(NonNegative());
   cmd->add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per kernel")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Positive());
   cmd->add_flag("--fake", args.fake,
                 "judge with fake GPU workers (no CUDA; verdicts scripted by '// fake:' lines, "
                 "see ksearch-worker --help): for trying a fleet out on any machine");

@@ -17,15 +17,34 @@ struct Problem;
 
 namespace ksearch::cli {
 
-// Documented exit codes (ksearch --help prints them).
+// Documented exit codes (ksearch --help and docs/cli.md list them). Each
+// cause has its own.
 enum ExitCode {
-  kExitOk = 0,           // success; for eval: the candidate is correct
-  kExitRejected = 1,     // eval: the candidate was judged and is not ok
-  kExitUsage = 2,        // bad arguments or input files
-  kExitNoGpu = 3,        // no CUDA driver or GPU (and no --compile-only)
-  kExitFailure = 4,      // an internal or environment failure
-  kExitInterrupted = 130,
+  kExitOk = 0,            // success; run: a correct kernel was found; eval: it is correct
+  kExitRejected = 1,      // run: no kernel was judged correct; eval: judged and rejected;
+                          // best: no correct kernel recorded
+  kExitUsage = 2,         // bad arguments or input files, or a request that cannot be
+                          // met (resume of a completed run, of a run not in the database)
+  kExitNoGpu = 3,         // no CUDA driver or GPU (and no --compile-only)
+  kExitFailure = 4,       // the search failed, or an internal or environment failure
+  kExitCompiledOnly = 5,  // compile-only: kernels compiled, none was run, so none was
+                          // judged correct (eval --compile-only: the kernel compiled)
+  kExitNewerDatabase = 6, // the database was written by a newer ksearch
+  kExitDeviceMismatch = 7,  // the run was measured on another device (GPU model, arch,
+                            // queue workers' arch) than this resume judges on
+  kExitRunBusy = 8,       // the run is being run by another process (two resumes)
+  kExitInterrupted = 130, // stopped by SIGINT (Ctrl-C): summary printed, resumable
+  kExitTerminated = 143,  // stopped by SIGTERM: as SIGINT
 };
+
+// The --help text of the codes above.
+inline constexpr const char kExitCodesHelp[] =
+    "Exit codes: 0 success (run: a correct kernel found); 1 no kernel judged correct\n"
+    "(eval: rejected); 2 bad arguments or input; 3 no CUDA driver or GPU; 4 the search\n"
+    "failed (internal or environment failure); 5 compile-only: kernels compiled but none\n"
+    "was run; 6 the database was written by a newer ksearch; 7 resume on another device\n"
+    "than the run's; 8 the run is being run by another process; 130 interrupted by\n"
+    "SIGINT, 143 by SIGTERM (both resumable). docs/cli.md has the details.";
 
 void AddEvalCommand(CLI::App& app, int* exit_code);
 void AddProblemsCommand(CLI::App& app, int* exit_code);
@@ -47,8 +66,16 @@ void AddStoreCommands(CLI::App& app, int* exit_code);
 // resume can parse them again).
 const std::vector<std::string>& CommandLine();
 
-// Prints "ksearch: MESSAGE" to stderr and maps the status to an exit code.
+// Prints "ksearch: MESSAGE" to stderr and maps the status to an exit code:
+// kInvalidArgument, kNotFound, kPermissionDenied: 2; kFailedPrecondition: 3;
+// kAborted: 8; kCancelled: 130; others: 4.
 int ReportError(const Status& status);
+// Prints as above and returns `exit_code`.
+int ReportError(const Status& status, int exit_code);
+// The exit code of a failed Store::Open: 6 for a database of a newer
+// ksearch, else as ReportError, with a kFailedPrecondition (a file this build
+// cannot use) as bad input (2), not "no GPU".
+int ReportStoreError(const Status& status);
 
 }  // namespace ksearch::cli
 

@@ -15,16 +15,29 @@ std::vector<std::string> g_command_line;
 
 const std::vector<std::string>& CommandLine() { return g_command_line; }
 
-int ReportError(const Status& status) {
+int ReportError(const Status& status, int exit_code) {
   std::cerr << "ksearch: " << status.message() << "\n";
+  return exit_code;
+}
+
+int ReportError(const Status& status) {
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
-    case StatusCode::kPermissionDenied: return kExitUsage;
-    case StatusCode::kFailedPrecondition: return kExitNoGpu;
-    case StatusCode::kCancelled: return kExitInterrupted;
-    default: return kExitFailure;
+    case StatusCode::kPermissionDenied: return ReportError(status, kExitUsage);
+    case StatusCode::kFailedPrecondition: return ReportError(status, kExitNoGpu);
+    case StatusCode::kAborted: return ReportError(status, kExitRunBusy);
+    case StatusCode::kCancelled: return ReportError(status, kExitInterrupted);
+    default: return ReportError(status, kExitFailure);
   }
+}
+
+int ReportStoreError(const Status& status) {
+  if (status.code() != StatusCode::kFailedPrecondition) return ReportError(status);
+  // Store::Open's kFailedPrecondition: a newer schema, or a file this build
+  // cannot use as it is (a migration needed for a read-only open, no WAL).
+  bool newer = status.message().find("written by a newer ksearch") != std::string::npos;
+  return ReportError(status, newer ? kExitNewerDatabase : kExitUsage);
 }
 
 }  // namespace ksearch::cli
@@ -39,17 +52,15 @@ int main(int argc, char** argv) {
                "ksearch"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(ksearch::Version()));
-  app.footer(
+  app.footer(std::string(
       "Examples:\n"
       "  ksearch run softmax                         tune the built-in softmax on this GPU\n"
       "  ksearch problems                            list the built-in problems\n"
       "  ksearch eval softmax --source k.cu --plan p.json\n"
       "                                              judge one kernel\n"
       "  ksearch eval softmax --source k.cu --plan p.json --compile-only --arch sm_90\n"
-      "                                              check a kernel on a machine without a GPU\n\n"
-      "Exit codes: 0 success, 1 candidate rejected (eval), 2 bad arguments or input,\n"
-      "3 no CUDA driver/GPU, 4 internal failure, 130 interrupted.\n"
-      "Run 'ksearch COMMAND --help' for a command's options.");
+      "                                              check a kernel on a machine without a GPU\n\n") +
+      kExitCodesHelp + "\nRun 'ksearch COMMAND --help' for a command's options.");
   int exit_code = kExitOk;
   AddRunCommand(app, &exit_code);
   AddWorkerCommand(app, &exit_code);
