@@ -63,7 +63,9 @@ struct LaunchPlan {
   // Parses the JSON form above. `origin` names the text in errors (a file name,
   // "candidate c12 plan"). Errors: kInvalidArgument naming the field and value
   // (missing "launches", a grid of 2 entries, a non-integer param, an unknown
-  // dtype, malformed JSON with its offset).
+  // dtype, malformed JSON with its offset, a plan over one of the caps on
+  // launches, workspaces, arguments, params and name or expression lengths
+  // that docs/problems.md lists).
   static StatusOr<LaunchPlan> FromJson(std::string_view json, std::string_view origin);
   // Canonical JSON (stable key order), the inverse of FromJson.
   std::string ToJson() const;
