@@ -1,8 +1,27 @@
 #include "core/json_util.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace ksearch::internal {
+
+namespace {
+
+// JSON leaves repeated keys to the reader: simdjson finds the first, Python and
+// Boost.JSON's serializer keep the last. A document that means one thing here
+// and another in a review tool or after a round trip through ToJson is refused.
+Status CheckUniqueKeys(const JsonNode& node, const simdjson::dom::object& object) {
+  std::unordered_set<std::string_view> seen;
+  for (auto field : object) {
+    if (!seen.insert(field.key).second) {
+      std::string key(field.key.substr(0, 60));
+      return node.Error("duplicate key '" + key + (field.key.size() > 60 ? "...'" : "'"));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<JsonDocument>> JsonDocument::Parse(std::string_view text,
                                                             std::string_view origin) {
@@ -60,6 +79,7 @@ Status JsonNode::CheckKeys(const std::vector<std::string_view>& known) const {
   if (!element_.is_object()) return Error("expected an object, got " + Describe());
   simdjson::dom::object object;
   if (element_.get_object().get(object)) return Error("expected an object, got " + Describe());
+  KSEARCH_RETURN_IF_ERROR(CheckUniqueKeys(*this, object));
   for (auto field : object) {
     if (std::find(known.begin(), known.end(), field.key) == known.end()) {
       std::string list;
@@ -126,6 +146,7 @@ StatusOr<std::vector<std::pair<std::string, JsonNode>>> JsonNode::Members() cons
   std::vector<std::pair<std::string, JsonNode>> out;
   simdjson::dom::object object;
   if (element_.get_object().get(object)) return Error("expected an object, got " + Describe());
+  KSEARCH_RETURN_IF_ERROR(CheckUniqueKeys(*this, object));
   for (auto field : object) {
     out.emplace_back(std::string(field.key), JsonNode(field.value, Child(field.key), origin_));
   }

@@ -47,6 +47,12 @@ TEST(LaunchPlan, NamesTheFieldOfEveryError) {
       {R"({"launches": [{"kernel": "my kernel", "grid": [1], "block": [1], "args": []}]})",
        "not an identifier"},
       {R"({"launches": )", "malformed JSON"},
+      // Caught by the round-trip check of tests/fuzz/plan_fuzz: the first "A"
+      // ran, ToJson kept the last, so the stored plan was not the one that ran.
+      {R"({"params": {"A": 1, "A": 2}, "launches": [{"kernel": "k", "grid": [1], "block": [1], "args": []}]})",
+       "p.json: params: duplicate key 'A'"},
+      {R"({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": [], "grid": [2]}]})",
+       "p.json: launches[0]: duplicate key 'grid'"},
   };
   for (const BadPlan& c : cases) {
     auto plan = LaunchPlan::FromJson(c.json, "p.json");

@@ -46,6 +46,19 @@ TEST(Problem, RoundTripsThroughSelfContainedJson) {
   EXPECT_EQ(q->Fingerprint(), p->Fingerprint());
 }
 
+// Readers disagree on which of two equal keys counts (the loader took the
+// first, ToJson kept the last), so a repeated key is an error.
+TEST(Problem, RefusesRepeatedKeys) {
+  std::string json = Replace(RowSoftmaxProblemJson(), R"j("flops")j", R"j("input_sets": [
+      {"name": "s", "distribution": "normal(0, 1)",
+       "tensors": {"x": "normal(0, 1)", "x": "uniform(-1, 1)"}}], "flops")j");
+  EXPECT_NE(LoadError(json).find("input_sets[0].tensors: duplicate key 'x'"), std::string::npos)
+      << LoadError(json);
+  json = Replace(RowSoftmaxProblemJson(), R"j("flops")j", R"j("name": "again", "flops")j");
+  EXPECT_NE(LoadError(json).find("(top level): duplicate key 'name'"), std::string::npos)
+      << LoadError(json);
+}
+
 TEST(Problem, FingerprintFollowsResultsNotProse) {
   auto p = *Problem::FromJson(RowSoftmaxProblemJson(), "", "mem");
   std::string fp = p.Fingerprint();
