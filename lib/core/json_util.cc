@@ -1,6 +1,7 @@
 #include "core/json_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_set>
 
 namespace ksearch::internal {
@@ -101,7 +102,9 @@ StatusOr<int64_t> JsonNode::Int() const {
   if (element_.is_uint64()) return Error("integer out of 64-bit range: " + Describe());
   if (element_.is_double()) {
     double value = element_.get_double().value_unsafe();
-    if (value == static_cast<double>(static_cast<int64_t>(value)) && value < 9.0e18 && value > -9.0e18) {
+    // The range first: converting a double beyond int64 (1e300) is undefined
+    // behaviour (caught by the plan fuzz target under UBSan).
+    if (value < 9.0e18 && value > -9.0e18 && value == std::trunc(value)) {
       return static_cast<int64_t>(value);
     }
   }

@@ -237,6 +237,9 @@ StatusOr<ResolvedPlan> ResolvePlan(const Problem& problem, const LaunchPlan& pla
               return InvalidArgumentError(field + ": not a float literal, nor an integer " +
                                           integer.status().message());
             }
+            if (std::fabs(value) > std::numeric_limits<float>::max()) {
+              return InvalidArgumentError(field + ": '" + expr + "' does not fit in f32");
+            }
             arg.float_value = static_cast<float>(value);
           }
         } else if (type == "i32" || type == "i64") {

@@ -53,6 +53,12 @@ TEST(LaunchPlan, NamesTheFieldOfEveryError) {
        "p.json: params: duplicate key 'A'"},
       {R"({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": [], "grid": [2]}]})",
        "p.json: launches[0]: duplicate key 'grid'"},
+      // Caught by tests/fuzz/plan_fuzz: converting 1e300 to int64 before the
+      // range check was undefined behaviour (seen under UBSan only).
+      {R"({"params": {"B": 1e300}, "launches": [{"kernel": "k", "grid": [1], "block": [1], "args": []}]})",
+       "params.B: expected an integer, got 1e+300"},
+      {R"({"params": {"B": -1e19}, "launches": [{"kernel": "k", "grid": [1], "block": [1], "args": []}]})",
+       "params.B: expected an integer"},
   };
   for (const BadPlan& c : cases) {
     auto plan = LaunchPlan::FromJson(c.json, "p.json");
@@ -99,6 +105,8 @@ TEST(ResolvePlan, RejectsPlansThatCannotRun) {
       {R"({"params": {"rows": 3}, "launches": [{"kernel": "k", "grid": [1], "block": [1], "args": []}]})", "shadow the problem dim"},
       {R"({"workspace": [{"name": "w", "elements": "0"}], "launches": [{"kernel": "k", "grid": [1], "block": [1], "args": []}]})", "must be positive"},
       {R"({"launches": [{"kernel": "k", "grid": [1], "block": [1], "shared_bytes": "0 - 4", "args": []}]})", "must be >= 0"},
+      {R"({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": ["1e300:f32"]}]})", "launches[0].args[0]: '1e300' does not fit in f32"},
+      {R"({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": ["-3.5e38:f32"]}]})", "'-3.5e38' does not fit in f32"},
   };
   for (const BadPlan& c : cases) {
     auto plan = LaunchPlan::FromJson(c.json, "p");
