@@ -88,7 +88,8 @@ Status CheckPlanCaps(const LaunchPlan& plan) {
       return OverCap(prefix + ".args", spec.args.size(), "arguments", kMaxArgsPerLaunch);
     }
     for (size_t a = 0; a < spec.args.size(); ++a) {
-      // A scalar is "EXPR:TYPE"; anything else names a tensor or workspace.
+      // A scalar is "EXPR:TYPE" (":i32" and the like take 4 characters);
+      // anything else names a tensor or workspace.
       const std::string& arg = spec.args[a];
       bool scalar = arg.find(':') != std::string::npos;
       KSEARCH_RETURN_IF_ERROR(CheckLength(prefix + ".args[" + std::to_string(a) + "]", arg,
