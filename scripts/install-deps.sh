@@ -11,6 +11,7 @@ packages=(
   ca-certificates
   redis-server libhiredis-dev  # the Redis work queue (lib/queue) and its tests
   chromium  # headless rendering check of the HTML report (tests/store)
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev  # scripts/fuzz.sh: libFuzzer with ASan and UBSan
 )
 
 missing=()

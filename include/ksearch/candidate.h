@@ -21,6 +21,7 @@
 #ifndef KSEARCH_CANDIDATE_H_
 #define KSEARCH_CANDIDATE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -62,7 +63,9 @@ struct LaunchPlan {
   // Parses the JSON form above. `origin` names the text in errors (a file name,
   // "candidate c12 plan"). Errors: kInvalidArgument naming the field and value
   // (missing "launches", a grid of 2 entries, a non-integer param, an unknown
-  // dtype, malformed JSON with its offset).
+  // dtype, malformed JSON with its offset, a plan over one of the caps on
+  // launches, workspaces, arguments, params and name or expression lengths
+  // that docs/problems.md lists).
   static StatusOr<LaunchPlan> FromJson(std::string_view json, std::string_view origin);
   // Canonical JSON (stable key order), the inverse of FromJson.
   std::string ToJson() const;
@@ -95,9 +98,20 @@ struct Candidate {
   std::string ContentHash() const;
 };
 
+// Limits on one expression, far above any real plan or constraint (the
+// longest shipped constraint is about 300 characters, 10 levels deep): they
+// exist so that an expression written by a remote model cannot exhaust the
+// stack or memory. Depth counts nested parentheses, function calls and unary
+// operators together.
+inline constexpr size_t kMaxExpressionLength = 4096;  // characters
+inline constexpr int kMaxExpressionDepth = 64;
+
 // Evaluates an integer expression of the plan grammar against named values
-// (dims and params). Errors: kInvalidArgument naming the expression and the
-// unknown name or the syntax error; division by zero; 64-bit overflow.
+// (dims and params). All arithmetic is checked 64-bit: a result out of range
+// (INT64_MAX + 1, INT64_MIN / -1, INT64_MIN % -1, a product that overflows) is
+// an error, not a wrapped value. Errors: kInvalidArgument naming the
+// expression and the unknown name, the syntax error, division or remainder by
+// zero, the 64-bit overflow, or the length or depth limit that was passed.
 StatusOr<int64_t> EvaluateExpression(
     std::string_view expression,
     const std::vector<std::pair<std::string, int64_t>>& values);

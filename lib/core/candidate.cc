@@ -6,6 +6,7 @@
 
 #include "core/hash.h"
 #include "core/json_util.h"
+#include "core/plan_resolve.h"
 
 namespace ksearch {
 namespace {
@@ -143,7 +144,12 @@ boost::json::object PlanToJsonObject(const LaunchPlan& plan) {
 
 StatusOr<LaunchPlan> LaunchPlan::FromJson(std::string_view json, std::string_view origin) {
   KSEARCH_ASSIGN_OR_RETURN(auto doc, JsonDocument::Parse(json, origin));
-  return ParsePlan(JsonNode::Root(*doc));
+  KSEARCH_ASSIGN_OR_RETURN(LaunchPlan plan, ParsePlan(JsonNode::Root(*doc)));
+  // Checked here as well as in ResolvePlan so that an oversized plan from a
+  // model's reply is refused before it is stored.
+  Status caps = internal::CheckPlanCaps(plan);
+  if (!caps.ok()) return caps.WithContext(origin);
+  return plan;
 }
 
 std::string LaunchPlan::ToJson() const {

@@ -11,7 +11,13 @@
 //
 // Plain expressions reject the boolean operators so that a typo such as
 // "rows < 4" in a grid is reported rather than silently evaluated to 0 or 1.
+//
+// Expressions come from remote models, so evaluation is total: every operation
+// is checked 64-bit arithmetic (an overflow is an error, never a wrapped value
+// or a SIGFPE), and the recursive descent is bounded by kMaxExpressionDepth so
+// that no input can exhaust the stack.
 #include <cctype>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +35,11 @@ class Parser {
       : text_(text), values_(values), allow_boolean_(allow_boolean) {}
 
   StatusOr<int64_t> Parse() {
+    if (text_.size() > kMaxExpressionLength) {
+      return InvalidArgumentError("expression " + Quoted() + ": " + std::to_string(text_.size()) +
+                                  " characters is longer than the limit of " +
+                                  std::to_string(kMaxExpressionLength));
+    }
     if (Trimmed().empty()) {
       Error("empty expression");
       return Fail();
@@ -58,8 +69,15 @@ class Parser {
     return 0;
   }
   Status Fail() const {
-    return InvalidArgumentError("expression '" + std::string(text_) + "': " + error_ +
-                                " at offset " + std::to_string(error_pos_));
+    return InvalidArgumentError("expression " + Quoted() + ": " + error_ + " at offset " +
+                                std::to_string(error_pos_));
+  }
+  // The expression in quotes, cut short so that a hostile 4 KiB expression does
+  // not fill the log and the next repair prompt.
+  std::string Quoted() const {
+    static constexpr size_t kShown = 80;
+    if (text_.size() <= kShown) return "'" + std::string(text_) + "'";
+    return "'" + std::string(text_.substr(0, kShown)) + "...'";
   }
 
   void SkipSpace() {
@@ -148,7 +166,13 @@ class Parser {
         if (!divide) Accept("%");
         int64_t right = Unary();
         if (!error_.empty()) return 0;
-        if (right == 0) return Error("division by zero");
+        if (right == 0) return Error(divide ? "division by zero" : "remainder by zero");
+        // The one quotient that does not fit: the CPU traps on it (SIGFPE) for
+        // both '/' and '%', so the remainder, although 0, is an error too.
+        if (left == INT64_MIN && right == -1) {
+          return Error(std::string("64-bit overflow in ") + (divide ? "'/'" : "'%'") +
+                       " of -9223372036854775808 by -1");
+        }
         left = divide ? left / right : left % right;
       } else {
         break;
@@ -156,7 +180,19 @@ class Parser {
     }
     return left;
   }
+  // Every recursion of the grammar passes through Unary (a unary operator, or
+  // a parenthesis or call via Primary), so counting here bounds the stack.
   int64_t Unary() {
+    if (depth_ >= kMaxExpressionDepth) {
+      return Error("nested deeper than " + std::to_string(kMaxExpressionDepth) +
+                   " levels (parentheses, calls and unary operators)");
+    }
+    ++depth_;
+    int64_t value = UnaryAtDepth();
+    --depth_;
+    return value;
+  }
+  int64_t UnaryAtDepth() {
     if (Peek("!=")) return Error("unexpected '!='");
     if (Accept("-")) {
       int64_t value = Unary();
@@ -239,6 +275,7 @@ class Parser {
   const Values& values_;
   bool allow_boolean_;
   size_t pos_ = 0;
+  int depth_ = 0;
   std::string error_;
   size_t error_pos_ = 0;
 };

@@ -57,7 +57,8 @@ class JsonNode {
   StatusOr<std::optional<JsonNode>> Find(std::string_view key) const;
   // Object member that must exist.
   StatusOr<JsonNode> Required(std::string_view key) const;
-  // Errors when an object has members other than `known` (catches typos).
+  // Errors when an object has members other than `known` (catches typos) or
+  // names a member twice (readers disagree on which one counts).
   Status CheckKeys(const std::vector<std::string_view>& known) const;
 
   StatusOr<std::string> String() const;
@@ -67,7 +68,7 @@ class JsonNode {
   // An integer or a string, as text (expressions may be written either way).
   StatusOr<std::string> Expression() const;
   StatusOr<std::vector<JsonNode>> Array() const;
-  // Members of an object in document order.
+  // Members of an object in document order. Errors on a repeated key.
   StatusOr<std::vector<std::pair<std::string, JsonNode>>> Members() const;
   // Minified JSON text of this value.
   std::string Minified() const;

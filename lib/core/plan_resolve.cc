@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <string>
+#include <string_view>
 
 namespace ksearch::internal {
 
@@ -28,6 +30,77 @@ Status FieldError(const std::string& field, const Status& status) {
   return InvalidArgumentError(field + ": " + status.message());
 }
 
+Status OverCap(const std::string& field, size_t count, std::string_view what, size_t cap) {
+  return InvalidArgumentError(field + ": " + std::to_string(count) + " " + std::string(what) +
+                              " (at most " + std::to_string(cap) + ")");
+}
+
+// The start of an over-long text, enough to recognize it in a message.
+std::string Head(std::string_view text) {
+  static constexpr size_t kShown = 40;
+  return text.size() <= kShown ? std::string(text) : std::string(text.substr(0, kShown)) + "...";
+}
+
+Status CheckLength(const std::string& field, std::string_view text, size_t cap) {
+  if (text.size() <= cap) return Status::Ok();
+  return InvalidArgumentError(field + ": '" + Head(text) + "' is " + std::to_string(text.size()) +
+                              " characters long (at most " + std::to_string(cap) + ")");
+}
+
+}  // namespace
+
+Status CheckPlanCaps(const LaunchPlan& plan) {
+  if (plan.params.size() > kMaxParams) {
+    return OverCap("params", plan.params.size(), "params", kMaxParams);
+  }
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    KSEARCH_RETURN_IF_ERROR(
+        CheckLength("params[" + std::to_string(i) + "]", plan.params[i].first, kMaxNameLength));
+  }
+  if (plan.workspace.size() > kMaxWorkspaces) {
+    return OverCap("workspace", plan.workspace.size(), "workspace buffers", kMaxWorkspaces);
+  }
+  for (size_t i = 0; i < plan.workspace.size(); ++i) {
+    std::string prefix = "workspace[" + std::to_string(i) + "]";
+    KSEARCH_RETURN_IF_ERROR(CheckLength(prefix + ".name", plan.workspace[i].name, kMaxNameLength));
+    KSEARCH_RETURN_IF_ERROR(
+        CheckLength(prefix + ".elements", plan.workspace[i].elements, kMaxExpressionLength));
+  }
+  if (plan.launches.size() > kMaxLaunches) {
+    return OverCap("launches", plan.launches.size(), "launches", kMaxLaunches);
+  }
+  for (size_t i = 0; i < plan.launches.size(); ++i) {
+    const LaunchSpec& spec = plan.launches[i];
+    std::string prefix = "launches[" + std::to_string(i) + "]";
+    KSEARCH_RETURN_IF_ERROR(CheckLength(prefix + ".kernel", spec.kernel, kMaxNameLength));
+    auto check_dim3 = [&](const char* name, const std::vector<std::string>& exprs) {
+      for (size_t d = 0; d < exprs.size(); ++d) {
+        KSEARCH_RETURN_IF_ERROR(CheckLength(prefix + "." + name + "[" + std::to_string(d) + "]",
+                                            exprs[d], kMaxExpressionLength));
+      }
+      return Status::Ok();
+    };
+    KSEARCH_RETURN_IF_ERROR(check_dim3("grid", spec.grid));
+    KSEARCH_RETURN_IF_ERROR(check_dim3("block", spec.block));
+    KSEARCH_RETURN_IF_ERROR(
+        CheckLength(prefix + ".shared_bytes", spec.shared_bytes, kMaxExpressionLength));
+    if (spec.args.size() > kMaxArgsPerLaunch) {
+      return OverCap(prefix + ".args", spec.args.size(), "arguments", kMaxArgsPerLaunch);
+    }
+    for (size_t a = 0; a < spec.args.size(); ++a) {
+      // A scalar is "EXPR:TYPE" (":i32" and the like take 4 characters);
+      // anything else names a tensor or workspace.
+      const std::string& arg = spec.args[a];
+      bool scalar = arg.find(':') != std::string::npos;
+      KSEARCH_RETURN_IF_ERROR(CheckLength(prefix + ".args[" + std::to_string(a) + "]", arg,
+                                          scalar ? kMaxExpressionLength + 4 : kMaxNameLength));
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
 StatusOr<int64_t> Eval(const std::string& field, const std::string& expr,
                        const std::vector<std::pair<std::string, int64_t>>& values) {
   auto v = EvaluateExpression(expr, values);
@@ -38,6 +111,7 @@ StatusOr<int64_t> Eval(const std::string& field, const std::string& expr,
 }  // namespace
 
 StatusOr<ResolvedPlan> ResolvePlan(const Problem& problem, const LaunchPlan& plan) {
+  KSEARCH_RETURN_IF_ERROR(CheckPlanCaps(plan));
   for (const auto& [name, value] : plan.params) {
     if (problem.Dim(name)) {
       return InvalidArgumentError("params." + name + ": a param may not shadow the problem dim '" +
@@ -50,6 +124,7 @@ StatusOr<ResolvedPlan> ResolvePlan(const Problem& problem, const LaunchPlan& pla
   }
   auto values = PlanValues(problem, plan);
   ResolvedPlan out;
+  int64_t workspace_bytes = 0;
   for (size_t i = 0; i < plan.workspace.size(); ++i) {
     const WorkspaceSpec& w = plan.workspace[i];
     std::string field = "workspace[" + std::to_string(i) + "].elements";
@@ -69,8 +144,14 @@ StatusOr<ResolvedPlan> ResolvePlan(const Problem& problem, const LaunchPlan& pla
       return InvalidArgumentError(field + ": '" + w.elements + "' = " + std::to_string(elements) +
                                   " (must be positive)");
     }
-    if (__builtin_mul_overflow(elements, SizeOf(w.dtype), &bytes) || bytes > (int64_t{1} << 40)) {
-      return InvalidArgumentError(field + ": '" + w.elements + "' is over 1 TiB");
+    if (__builtin_mul_overflow(elements, SizeOf(w.dtype), &bytes) ||
+        __builtin_add_overflow(workspace_bytes, bytes, &workspace_bytes) ||
+        workspace_bytes > kMaxWorkspaceBytes) {
+      return InvalidArgumentError(
+          field + ": '" + w.elements + "' = " + std::to_string(elements) + " " +
+          std::string(ToString(w.dtype)) + " elements take the plan's workspace past " +
+          std::to_string(kMaxWorkspaceBytes) + " bytes (" + std::to_string(kMaxWorkspaceBytes >> 30) +
+          " GiB, the cap for all buffers together)");
     }
     out.workspace_elements.push_back(elements);
   }
@@ -152,8 +233,13 @@ StatusOr<ResolvedPlan> ResolvePlan(const Problem& problem, const LaunchPlan& pla
             char* end = nullptr;
             double value = std::strtod(expr.c_str(), &end);
             if (end == expr.c_str() || *end != '\0' || errno != 0 || !std::isfinite(value)) {
-              return InvalidArgumentError(field + ": '" + expr +
-                                          "' is neither an integer expression nor a float literal");
+              // The expression's own error says more than "not a float" when
+              // the text was meant as an expression (a limit, an overflow).
+              return InvalidArgumentError(field + ": not a float literal, nor an integer " +
+                                          integer.status().message());
+            }
+            if (std::fabs(value) > std::numeric_limits<float>::max()) {
+              return InvalidArgumentError(field + ": '" + expr + "' does not fit in f32");
             }
             arg.float_value = static_cast<float>(value);
           }

@@ -5,6 +5,7 @@
 #define KSEARCH_CORE_PLAN_RESOLVE_H_
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -40,6 +41,29 @@ struct ResolvedPlan {
   std::vector<ResolvedLaunch> launches;
 };
 
+// Caps on the size of one plan. Plans come from remote models, so each
+// dimension of a plan is bounded before anything is allocated or launched.
+// The caps sit far above what a real kernel needs (the shipped plans use at
+// most 5 launches, 2 workspaces, 15 arguments and 29-character names) and far
+// below what would hurt the host or the device.
+inline constexpr size_t kMaxLaunches = 64;
+inline constexpr size_t kMaxWorkspaces = 32;
+inline constexpr size_t kMaxArgsPerLaunch = 64;  // 64 × 8 bytes is well inside CUDA's 4 KiB of parameters
+inline constexpr size_t kMaxParams = 64;
+// Param, workspace and kernel names, and tensor or workspace names in args.
+inline constexpr size_t kMaxNameLength = 128;
+// All workspace buffers of a plan together, in bytes (elements × dtype size,
+// checked 64-bit). 16 GiB is over 50 times the largest workspace of a built-in
+// problem (under 300 MB), and about an eighth of an H200, so a hostile plan
+// cannot take the device from the reference and the other evaluations.
+inline constexpr int64_t kMaxWorkspaceBytes = int64_t{16} << 30;
+
+// Checks the caps above and the length of every expression of the plan
+// (kMaxExpressionLength). Errors: kInvalidArgument naming the field, the
+// value and the cap ("launches: 65 launches (at most 64)",
+// "launches[2].args: 70 arguments (at most 64)").
+Status CheckPlanCaps(const LaunchPlan& plan);
+
 // Dims followed by the plan's params: the names expressions may use.
 std::vector<std::pair<std::string, int64_t>> PlanValues(const Problem& problem,
                                                         const LaunchPlan& plan);
@@ -48,7 +72,9 @@ std::vector<std::pair<std::string, int64_t>> PlanValues(const Problem& problem,
 // expression and the reason: unknown names, an argument that names no tensor
 // or workspace, sizes out of CUDA's limits (grid.x < 2^31, grid.y/z and
 // block.z within 65535, at most 1024 threads per block), params shadowing
-// dims, negative sizes.
+// dims, negative sizes, an expression that does not evaluate (overflow,
+// division by zero, too long or too deep), a cap of CheckPlanCaps, workspace
+// beyond kMaxWorkspaceBytes in all.
 StatusOr<ResolvedPlan> ResolvePlan(const Problem& problem, const LaunchPlan& plan);
 
 // -D defines for the plan's params ("-DBLOCK=256").

@@ -614,7 +614,8 @@ StatusOr<Problem> Problem::WithDims(
   Problem copy = *this;
   for (const auto& [name, value] : new_dims) {
     auto it = std::find_if(copy.dims.begin(), copy.dims.end(),
-                           [&](const auto& d) { return d.first == name; });
+                           // Clang before 16 cannot capture a structured binding.
+                           [&dim = name](const auto& d) { return d.first == dim; });
     if (it == copy.dims.end()) return InvalidArgumentError("unknown dim '" + name + "'");
     if (value <= 0) {
       return InvalidArgumentError("dim '" + name + "' must be positive, got " + std::to_string(value));

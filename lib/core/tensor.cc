@@ -1,6 +1,8 @@
 #include "ksearch/tensor.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 namespace ksearch {
 
@@ -46,11 +48,27 @@ bool IsFloating(DType dtype) {
 
 std::string_view ToString(TensorRole role) { return role == TensorRole::kInput ? "input" : "output"; }
 
-std::string Distribution::ToString() const {
-  char text[96];
-  std::snprintf(text, sizeof(text), "%s(%g, %g)", kind == Kind::kNormal ? "normal" : "uniform", a,
-                b);
+namespace {
+
+// "%g" when it reads back as the same double, else the first of %.15g and
+// %.17g that does. "%g" alone kept six digits, so uniform(0.1234561,
+// 0.1234562) came back from ToJson as uniform(0.123456, 0.123456) and no
+// longer loaded (the round-trip check of the problem fuzz target). Values that
+// "%g" wrote exactly print as before, so fingerprints of existing problems stay.
+std::string ExactNumber(double value) {
+  char text[32];
+  for (const char* format : {"%g", "%.15g", "%.17g"}) {
+    std::snprintf(text, sizeof(text), format, value);
+    if (std::strtod(text, nullptr) == value) break;
+  }
   return text;
+}
+
+}  // namespace
+
+std::string Distribution::ToString() const {
+  return std::string(kind == Kind::kNormal ? "normal" : "uniform") + "(" + ExactNumber(a) + ", " +
+         ExactNumber(b) + ")";
 }
 
 const Distribution& InputSet::For(std::string_view tensor) const {

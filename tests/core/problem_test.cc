@@ -46,6 +46,42 @@ TEST(Problem, RoundTripsThroughSelfContainedJson) {
   EXPECT_EQ(q->Fingerprint(), p->Fingerprint());
 }
 
+// Caught by the round-trip check of tests/fuzz/problem_fuzz: distributions were
+// written with six digits, so ToJson changed them, and this pair no longer
+// loaded (LOW == HIGH).
+TEST(Problem, RoundTripsDistributionsExactly) {
+  std::string json = Replace(RowSoftmaxProblemJson(), R"j("flops")j", R"j("input_sets": [
+      {"name": "narrow", "distribution": "uniform(0.1234561, 0.1234562)",
+       "tensors": {"x": "normal(1e-300, 123456789.125)"}},
+      {"name": "plain", "distribution": "normal(0, 1)"}], "flops")j");
+  auto p = Problem::FromJson(json, "", "mem");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto q = Problem::FromJson(p->ToJson(), "", "again");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ASSERT_EQ(q->input_sets.size(), 2u);
+  EXPECT_EQ(q->input_sets[0].fallback, Distribution::Uniform(0.1234561, 0.1234562));
+  ASSERT_EQ(q->input_sets[0].per_tensor.size(), 1u);
+  EXPECT_EQ(q->input_sets[0].per_tensor[0].second, Distribution::Normal(1e-300, 123456789.125));
+  // Values that "%g" wrote exactly print as they always did, so fingerprints
+  // of existing problems stay.
+  EXPECT_EQ(q->input_sets[1].fallback.ToString(), "normal(0, 1)");
+  EXPECT_EQ(Distribution::Uniform(-1, 0.1).ToString(), "uniform(-1, 0.1)");
+  EXPECT_EQ(Distribution::Normal(1e6, 1e-7).ToString(), "normal(1e+06, 1e-07)");
+}
+
+// Readers disagree on which of two equal keys counts (the loader took the
+// first, ToJson kept the last), so a repeated key is an error.
+TEST(Problem, RefusesRepeatedKeys) {
+  std::string json = Replace(RowSoftmaxProblemJson(), R"j("flops")j", R"j("input_sets": [
+      {"name": "s", "distribution": "normal(0, 1)",
+       "tensors": {"x": "normal(0, 1)", "x": "uniform(-1, 1)"}}], "flops")j");
+  EXPECT_NE(LoadError(json).find("input_sets[0].tensors: duplicate key 'x'"), std::string::npos)
+      << LoadError(json);
+  json = Replace(RowSoftmaxProblemJson(), R"j("flops")j", R"j("name": "again", "flops")j");
+  EXPECT_NE(LoadError(json).find("(top level): duplicate key 'name'"), std::string::npos)
+      << LoadError(json);
+}
+
 TEST(Problem, FingerprintFollowsResultsNotProse) {
   auto p = *Problem::FromJson(RowSoftmaxProblemJson(), "", "mem");
   std::string fp = p.Fingerprint();
