@@ -166,6 +166,10 @@ class HttpLlmClient final : public LlmClient {
     struct Retry {
       // Attempts per request, the first included (1: never retry).
       int max_attempts = 5;
+      // Of those, at most this many may end in a time-out (ChatRequest::
+      // timeout_seconds): a server that hung once seldom answers the next
+      // attempt, and waiting max_attempts × timeout helps nobody.
+      int max_timeout_attempts = 2;
       // Delay before the second attempt.
       double initial_backoff_seconds = 0.5;
       // Each further delay is the previous one times this.
@@ -392,10 +396,14 @@ enum class MockFault {
   kDisconnectMidBody,  // send the headers and half of the body, then close
   kMalformedJson,      // 200 with a body cut in the middle of the JSON
   kMissingFields,      // 200 with valid JSON lacking choices / content
+  kRefusal,            // 200, a refusal: OpenAI content null + "refusal", Anthropic
+                       // stop_reason "refusal"
+  kHang,               // read the request, then never answer (the connection
+                       // stays open until the client gives up or Stop())
 };
 
 // "none", "http_error", "reset", "disconnect_mid_body", "malformed_json",
-// "missing_fields".
+// "missing_fields", "refusal", "hang".
 std::string_view ToString(MockFault fault);
 [[nodiscard]] StatusOr<MockFault> ParseMockFault(std::string_view name);
 
@@ -479,6 +487,15 @@ class MockLlmServer {
     MockReply default_reply;
     // How many received requests requests() keeps (the most recent).
     size_t max_recorded_requests = 1000;
+    // Enforce the providers' documented constraints with their 400s, as the
+    // real APIs do: OpenAI reasoning models (TraitsOfModel) reject
+    // max_tokens, a temperature other than 1; reasoning_effort is rejected by
+    // other models; Anthropic requires max_tokens, a thinking budget of at
+    // least 1024 below max_tokens, and no temperature with thinking.
+    bool strict = true;
+    // When positive: a request whose prompt (bytes / 4) plus max_tokens
+    // exceeds this many tokens gets the provider's context-length 400.
+    int64_t context_window_tokens = 0;
   };
 
   struct Counters {

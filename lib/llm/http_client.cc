@@ -432,6 +432,7 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
     // that was already queued cannot act on a later attempt.
     uint64_t generation = 0;
     bool timed_out = false;
+    int timeouts = 0;  // attempts that ended in a time-out
     bool stale_retry_used = false;
     double estimated_tokens = 0;  // prompt bytes / 4 + max_tokens
     double charged_tokens = 0;    // what the limiter holds for the running attempt
@@ -476,6 +477,13 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
     }
     if (!(request.timeout_seconds > 0)) {
       return InvalidArgumentError(provider_ + ": timeout_seconds must be positive");
+    }
+    if (request.thinking_budget_tokens > 0 && options_.provider == LlmProvider::kAnthropic &&
+        request.thinking_budget_tokens >= request.max_tokens) {
+      return InvalidArgumentError(provider_ + ": thinking_budget_tokens (" +
+                                  std::to_string(request.thinking_budget_tokens) +
+                                  ") must be less than max_tokens (" +
+                                  std::to_string(request.max_tokens) + ")");
     }
     return Status();
   }
@@ -639,6 +647,14 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
                         beast::error_code ec, std::string_view stage) {
     RefundTokens(*call, 0.0);
     if (call->timed_out) {
+      // A server that did not answer in time is seldom faster the next time:
+      // time-outs get at most Retry::max_timeout_attempts attempts.
+      if (++call->timeouts >= options_.retry.max_timeout_attempts) {
+        Fail(call, StatusCode::kDeadlineExceeded,
+             "no reply within " + FormatSeconds(call->request.timeout_seconds) + " (stopped at " +
+                 std::string(stage) + ")");
+        return;
+      }
       RetryOrFail(call, StatusCode::kDeadlineExceeded,
                   "no reply within " + FormatSeconds(call->request.timeout_seconds) +
                       " (stopped at " + std::string(stage) + ")",
@@ -712,7 +728,11 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
       totals_.cost_usd += response.cost_usd;
     }
     if (!parsed.status.ok()) {
-      Fail(call, parsed.status.code(), parsed.status.message());
+      if (parsed.retryable) {
+        RetryOrFail(call, parsed.status.code(), parsed.status.message(), std::nullopt);
+      } else {
+        Fail(call, parsed.status.code(), parsed.status.message());
+      }
       return;
     }
     response.latency_ms = latency_ms;
@@ -733,8 +753,10 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
         break;
       }
     }
-    const StatusCode code = llm::StatusCodeForHttp(status);
-    if (!llm::IsRetryableHttpStatus(status)) {
+    const llm::HttpErrorClass kind = llm::ClassifyHttpError(status, response.body());
+    const StatusCode code = kind.code;
+    detail = kind.prefix + detail;
+    if (!kind.retryable) {
       Fail(call, code, detail);
       return;
     }
@@ -905,6 +927,9 @@ Status CheckOptions(const HttpLlmClient::Options& options) {
   };
   if (options.max_in_flight < 1) return bad("max_in_flight must be at least 1");
   if (options.retry.max_attempts < 1) return bad("retry.max_attempts must be at least 1");
+  if (options.retry.max_timeout_attempts < 1) {
+    return bad("retry.max_timeout_attempts must be at least 1");
+  }
   if (options.retry.initial_backoff_seconds < 0 || options.retry.max_backoff_seconds < 0 ||
       options.retry.backoff_multiplier < 1) {
     return bad("retry: backoff seconds must be >= 0 and backoff_multiplier >= 1");

@@ -18,23 +18,18 @@
 namespace ksearch {
 namespace {
 
-// Errors after which more requests cannot help: wrong key, model, URL or
-// provider, a replay that lacks the request, or a cancellation we did not ask
-// for. Everything else (the client has already retried transient failures)
-// costs one reply.
-bool IsFatal(StatusCode code) {
-  switch (code) {
-    case StatusCode::kUnauthenticated:
-    case StatusCode::kPermissionDenied:
-    case StatusCode::kNotFound:
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kFailedPrecondition:
-    case StatusCode::kUnimplemented:
-    case StatusCode::kCancelled:
-      return true;
-    default:
-      return false;
+// Whether a failed reply ends the search: FailureScope() (llm_client.h), and
+// an outage or time-out while no request of this client has succeeded yet
+// (the provider was never reachable: retrying each of the remaining
+// requests would only repeat the wait).
+bool EndsRun(const Status& status, const LlmClient& client) {
+  if (FailureScope(status) == LlmFailureScope::kRun) return true;
+  if (status.code() != StatusCode::kUnavailable &&
+      status.code() != StatusCode::kDeadlineExceeded) {
+    return false;
   }
+  LlmTotals totals = client.totals();
+  return totals.requests - totals.failures <= 0;
 }
 
 struct Usage {
@@ -43,14 +38,15 @@ struct Usage {
   double cost_usd = 0.0;
 };
 
-// Issues every request at once and waits for all replies. If `cancel` becomes
-// true the pending requests are cancelled and kCancelled is returned once
-// every callback has run (the callbacks reference shared state, so the wait
-// is only for tidiness, not safety).
-StatusOr<std::vector<StatusOr<ChatResponse>>> CompleteAll(LlmClient& client,
-                                                          std::vector<ChatRequest> requests,
-                                                          const std::atomic<bool>* cancel,
-                                                          Usage* usage) {
+// Issues every request at once and waits for all replies. Each reply's usage
+// goes to `sink` as it arrives (on the client's thread), or into `usage`
+// when there is no sink. If `cancel` becomes true the pending requests are
+// cancelled; the replies that had arrived are still returned (they are paid
+// for), the others are kCancelled.
+std::vector<StatusOr<ChatResponse>> CompleteAll(LlmClient& client,
+                                                std::vector<ChatRequest> requests,
+                                                const std::atomic<bool>* cancel,
+                                                const UsageSink& sink, Usage* usage) {
   struct Shared {
     std::mutex mutex;
     std::condition_variable done;
@@ -62,11 +58,16 @@ StatusOr<std::vector<StatusOr<ChatResponse>>> CompleteAll(LlmClient& client,
   shared->remaining = requests.size();
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < requests.size(); ++i) {
-    ids.push_back(client.Complete(std::move(requests[i]), [shared, i](StatusOr<ChatResponse> r) {
-      std::lock_guard<std::mutex> lock(shared->mutex);
-      shared->results[i] = std::move(r);
-      if (--shared->remaining == 0) shared->done.notify_all();
-    }));
+    ids.push_back(client.Complete(std::move(requests[i]),
+                                  [shared, i, sink](StatusOr<ChatResponse> r) {
+                                    // On the client's I/O thread.
+                                    if (r.ok() && sink) {
+                                      sink({r->input_tokens, r->output_tokens, r->cost_usd});
+                                    }
+                                    std::lock_guard<std::mutex> lock(shared->mutex);
+                                    shared->results[i] = std::move(r);
+                                    if (--shared->remaining == 0) shared->done.notify_all();
+                                  }));
   }
   bool cancelled = false;
   {
@@ -84,15 +85,43 @@ StatusOr<std::vector<StatusOr<ChatResponse>>> CompleteAll(LlmClient& client,
   }
   std::vector<StatusOr<ChatResponse>> out;
   for (auto& r : shared->results) {
-    if (r->ok()) {
+    if (r->ok() && !sink) {
       usage->input_tokens += (*r)->input_tokens;
       usage->output_tokens += (*r)->output_tokens;
       usage->cost_usd += (*r)->cost_usd;
     }
     out.push_back(std::move(*r));
   }
-  if (cancelled) return CancelledError("the search stopped while the model was writing");
   return out;
+}
+
+// CompleteAll, then once more with a shorter history for the requests that
+// a context-length 400 rejected. `build(history_limit)` renders all requests.
+std::vector<StatusOr<ChatResponse>> CompleteWithContextRetry(
+    LlmClient& client, const std::function<std::vector<ChatRequest>(int)>& build,
+    int history_limit, const std::atomic<bool>* cancel, const UsageSink& sink, Usage* usage) {
+  std::vector<StatusOr<ChatResponse>> replies =
+      CompleteAll(client, build(history_limit), cancel, sink, usage);
+  std::vector<size_t> again;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    if (!replies[i].ok() && IsContextLengthError(replies[i].status())) again.push_back(i);
+  }
+  if (again.empty() || (cancel && cancel->load())) return replies;
+  std::vector<ChatRequest> shorter = build(history_limit / 4);
+  std::vector<ChatRequest> retry;
+  for (size_t i : again) retry.push_back(std::move(shorter[i]));
+  std::vector<StatusOr<ChatResponse>> second =
+      CompleteAll(client, std::move(retry), cancel, sink, usage);
+  for (size_t k = 0; k < again.size(); ++k) {
+    if (second[k].ok()) {
+      replies[again[k]] = std::move(second[k]);
+    } else {
+      replies[again[k]] =
+          second[k].status().WithContext("again with a shorter history (" +
+                                         std::to_string(history_limit / 4) + " ideas)");
+    }
+  }
+  return replies;
 }
 
 std::string CategoryList(const std::vector<IdeaCategory>& categories, int count) {
@@ -224,8 +253,8 @@ class LlmGeneratorBase {
   }
 
   ChatRequest MakeRequest(const std::map<std::string, std::string>& values,
-                          const std::string& user_template, double temperature,
-                          std::string tag) const {
+                          const std::string& user_template,
+                          const std::optional<double>& temperature, std::string tag) const {
     ChatRequest request;
     request.model = options_.model;
     request.system = internal::RenderTemplate(options_.prompts.system, values);
@@ -233,6 +262,8 @@ class LlmGeneratorBase {
         {ChatMessage::Role::kUser, internal::RenderTemplate(user_template, values)});
     request.temperature = temperature;
     request.max_tokens = options_.max_tokens;
+    request.reasoning_effort = options_.reasoning_effort;
+    request.thinking_budget_tokens = options_.thinking_budget_tokens;
     request.timeout_seconds = options_.timeout_seconds;
     request.tag = std::move(tag);
     return request;
@@ -254,24 +285,27 @@ class LlmIdeaGenerator final : public IdeaGenerator, private LlmGeneratorBase {
       return InvalidArgumentError("IdeaRequest needs a problem and a parent");
     }
     auto values = CommonValues(*request.problem, request.parent);
-    values["history"] = internal::RenderIdeaHistory(request.history, request.parent->candidate.id,
-                                                    options_.max_history_ideas);
     values["count"] = std::to_string(request.count);
     values["requested_categories"] = CategoryList(request.categories, request.count);
     values["round"] = std::to_string(request.round);
-    std::vector<ChatRequest> requests;
-    requests.push_back(MakeRequest(values, options_.prompts.ideas, options_.idea_temperature,
-                                   "ideas " + request.label));
+    auto build = [&](int history_limit) {
+      values["history"] = internal::RenderIdeaHistory(request.history,
+                                                      request.parent->candidate.id, history_limit);
+      std::vector<ChatRequest> requests;
+      requests.push_back(MakeRequest(values, options_.prompts.ideas, options_.idea_temperature,
+                                     "ideas " + request.label));
+      return requests;
+    };
     Usage usage;
-    KSEARCH_ASSIGN_OR_RETURN(auto replies,
-                             CompleteAll(client_, std::move(requests), request.cancel, &usage));
+    auto replies = CompleteWithContextRetry(client_, build, options_.max_history_ideas,
+                                            request.cancel, request.on_usage, &usage);
     IdeaResult result;
     result.input_tokens = usage.input_tokens;
     result.output_tokens = usage.output_tokens;
     result.cost_usd = usage.cost_usd;
     StatusOr<ChatResponse>& reply = replies.front();
     if (!reply.ok()) {
-      if (IsFatal(reply.status().code())) return reply.status();
+      if (EndsRun(reply.status(), client_)) return reply.status();
       result.notes = "idea request failed: " + reply.status().ToString();
       return result;
     }
@@ -312,28 +346,33 @@ class LlmBrancher final : public Brancher, private LlmGeneratorBase {
       return InvalidArgumentError("BranchRequest needs a problem, a parent and an idea");
     }
     auto values = CommonValues(*request.problem, request.parent);
-    values["history"] = internal::RenderIdeaHistory(request.history, request.parent->candidate.id,
-                                                    options_.max_history_ideas);
     values["idea"] = request.idea->text;
     values["idea_category"] = std::string(ToString(request.idea->category));
-    std::vector<ChatRequest> requests;
-    if (request.failed) {
-      values["failed_id"] = request.failed->candidate.id;
-      values["failed"] = internal::RenderKernel(request.failed->candidate);
-      values["failure"] = internal::RenderEvaluation(request.failed->evaluation);
-      requests.push_back(MakeRequest(values, options_.prompts.repair, options_.code_temperature,
-                                     "repair " + request.label));
-    } else {
-      values["branches"] = std::to_string(request.count);
-      for (int j = 0; j < request.count; ++j) {
-        values["branch"] = std::to_string(j + 1);
-        requests.push_back(MakeRequest(values, options_.prompts.branch, options_.code_temperature,
-                                       "branch " + request.label + ".b" + std::to_string(j)));
+    auto build = [&](int history_limit) {
+      values["history"] = internal::RenderIdeaHistory(request.history,
+                                                      request.parent->candidate.id, history_limit);
+      std::vector<ChatRequest> requests;
+      if (request.failed) {
+        values["failed_id"] = request.failed->candidate.id;
+        values["failed"] = internal::RenderKernel(request.failed->candidate);
+        values["failure"] = internal::RenderEvaluation(request.failed->evaluation);
+        requests.push_back(MakeRequest(values, options_.prompts.repair,
+                                       options_.code_temperature, "repair " + request.label));
+      } else {
+        values["branches"] = std::to_string(request.count);
+        for (int j = 0; j < request.count; ++j) {
+          values["branch"] = std::to_string(j + 1);
+          values["design_axis"] = internal::DesignAxis(j, request.count);
+          requests.push_back(MakeRequest(values, options_.prompts.branch,
+                                         options_.code_temperature,
+                                         "branch " + request.label + ".b" + std::to_string(j)));
+        }
       }
-    }
+      return requests;
+    };
     Usage usage;
-    KSEARCH_ASSIGN_OR_RETURN(auto replies,
-                             CompleteAll(client_, std::move(requests), request.cancel, &usage));
+    auto replies = CompleteWithContextRetry(client_, build, options_.max_history_ideas,
+                                            request.cancel, request.on_usage, &usage);
     BranchResult result;
     result.input_tokens = usage.input_tokens;
     result.output_tokens = usage.output_tokens;
@@ -348,7 +387,12 @@ class LlmBrancher final : public Brancher, private LlmGeneratorBase {
       };
       StatusOr<ChatResponse>& reply = replies[j];
       if (!reply.ok()) {
-        if (IsFatal(reply.status().code())) return reply.status();
+        if (reply.status().code() == StatusCode::kCancelled && request.cancel &&
+            request.cancel->load()) {
+          result.candidates.emplace_back();  // the search stopped; no note needed
+          continue;
+        }
+        if (EndsRun(reply.status(), client_)) return reply.status();
         note("request failed: " + reply.status().ToString());
         result.candidates.emplace_back();
         continue;
