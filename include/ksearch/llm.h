@@ -221,6 +221,9 @@ class HttpLlmClient final : public LlmClient {
     int in_flight = 0;               // attempts running now
     int queued = 0;                  // requests waiting for a slot or a retry
     int max_in_flight_seen = 0;      // high-water mark of in_flight
+    int waiting_to_retry = 0;        // of `queued`: those waiting out a retry delay
+    int64_t timeouts = 0;            // attempts that ended in a time-out
+    double last_retry_delay_seconds = 0.0;  // the latest wait chosen (Retry-After included)
   };
 
   // Validates the options, reads the key, builds the TLS context and starts

@@ -410,6 +410,9 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
     s.in_flight = in_flight_.load();
     s.queued = queued_.load();
     s.max_in_flight_seen = max_in_flight_seen_.load();
+    s.waiting_to_retry = backing_off_.load();
+    s.timeouts = timeouts_.load();
+    s.last_retry_delay_seconds = last_retry_delay_.load();
     return s;
   }
 
@@ -649,6 +652,7 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
     if (call->timed_out) {
       // A server that did not answer in time is seldom faster the next time:
       // time-outs get at most Retry::max_timeout_attempts attempts.
+      timeouts_.fetch_add(1);
       if (++call->timeouts >= options_.retry.max_timeout_attempts) {
         Fail(call, StatusCode::kDeadlineExceeded,
              "no reply within " + FormatSeconds(call->request.timeout_seconds) + " (stopped at " +
@@ -807,11 +811,14 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
         "/" + std::to_string(retry.max_attempts) + " failed: " + detail + "; retrying in " +
         FormatSeconds(delay));
     call->phase = Phase::kBackoff;
+    backing_off_.fetch_add(1);
+    last_retry_delay_.store(delay);
     const uint64_t generation = ++call->generation;
     call->timer.expires_after(
         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay)));
     call->timer.async_wait([this, call, generation](beast::error_code ec) {
       if (ec || call->generation != generation || call->phase != Phase::kBackoff) return;
+      backing_off_.fetch_sub(1);
       call->phase = Phase::kQueued;
       // Ahead of new requests: a retry has waited already.
       waiting_.push_front(call);
@@ -837,6 +844,7 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
   // which this erases.
   void Finish(std::shared_ptr<Call> call, StatusOr<ChatResponse> result) {
     if (call->phase == Phase::kDone) return;
+    if (call->phase == Phase::kBackoff) backing_off_.fetch_sub(1);
     call->phase = Phase::kDone;
     ++call->generation;
     call->timer.cancel();
@@ -913,6 +921,9 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
   std::atomic<int64_t> retries_{0};
   std::atomic<int> in_flight_{0};
   std::atomic<int> queued_{0};
+  std::atomic<int> backing_off_{0};      // calls waiting out a retry delay
+  std::atomic<int64_t> timeouts_{0};     // attempts that timed out
+  std::atomic<double> last_retry_delay_{0.0};
   std::atomic<int> max_in_flight_seen_{0};
 
   std::thread thread_;
