@@ -5,17 +5,17 @@
 // the model is refused at start. No GPU (--compile-only).
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <string>
 
+#include "llm/loopback_port.h"
+
 namespace ksearch {
 namespace {
+
+using testing::LoopbackPort;
 
 const std::string kCli = KSEARCH_CLI_PATH;
 
@@ -29,39 +29,6 @@ int Shell(const std::string& command, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// A loopback socket bound to an ephemeral port; listening when `listen` (the
-// kernel then completes connections that nobody ever reads: a hung server),
-// else closed at once (connection refused: a dead one).
-class Port {
- public:
-  explicit Port(bool listen) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-      port_ = ntohs(address.sin_port);
-    }
-    if (listen && fd_ >= 0) {
-      ::listen(fd_, 64);
-    } else if (fd_ >= 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-  ~Port() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
-  uint16_t port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  uint16_t port_ = 0;
-};
-
 std::string RunCommand(const std::string& base_url, const std::string& extra) {
   return "OPENAI_API_KEY=sk-test " + kCli +
          " run softmax --dims rows=64,cols=1024 --strategy branch --llm openai:gpt-4o"
@@ -70,10 +37,10 @@ std::string RunCommand(const std::string& base_url, const std::string& extra) {
 }
 
 TEST(CliLlm, ADeadServerEndsTheRunFailedWithTheReason) {
-  Port dead(/*listen=*/false);
+  LoopbackPort dead(LoopbackPort::Kind::kDead);
   ASSERT_NE(dead.port(), 0);
   std::string out;
-  int code = Shell(RunCommand(dead.url(), "--llm-attempts 2"), &out);
+  int code = Shell(RunCommand(dead.url() + "/v1", "--llm-attempts 2"), &out);
   EXPECT_EQ(code, 4) << out;
   EXPECT_NE(out.find("branch: failed"), std::string::npos) << out;
   EXPECT_NE(out.find("error: UNAVAILABLE"), std::string::npos) << out;
@@ -82,10 +49,10 @@ TEST(CliLlm, ADeadServerEndsTheRunFailedWithTheReason) {
 }
 
 TEST(CliLlm, AHungServerEndsTheRunFailedAfterTwoTimeouts) {
-  Port hung(/*listen=*/true);
+  LoopbackPort hung(LoopbackPort::Kind::kHung);
   ASSERT_NE(hung.port(), 0);
   std::string out;
-  int code = Shell(RunCommand(hung.url(), "--llm-timeout 0.3 --llm-attempts 5"), &out);
+  int code = Shell(RunCommand(hung.url() + "/v1", "--llm-timeout 0.3 --llm-attempts 5"), &out);
   EXPECT_EQ(code, 4) << out;
   EXPECT_NE(out.find("error: DEADLINE_EXCEEDED"), std::string::npos) << out;
   EXPECT_NE(out.find("no reply within 0.3 s"), std::string::npos) << out;
@@ -94,14 +61,14 @@ TEST(CliLlm, AHungServerEndsTheRunFailedAfterTwoTimeouts) {
 }
 
 TEST(CliLlm, AMoneyBudgetNeedsAPriceForTheModel) {
-  Port dead(/*listen=*/false);
+  LoopbackPort dead(LoopbackPort::Kind::kDead);
   std::string out;
-  EXPECT_EQ(Shell(RunCommand(dead.url(), "--budget-usd 3"), &out), 2) << out;
+  EXPECT_EQ(Shell(RunCommand(dead.url() + "/v1", "--budget-usd 3"), &out), 2) << out;
   EXPECT_NE(out.find("--budget-usd: no --prices table given for model gpt-4o"),
             std::string::npos)
       << out;
   out.clear();
-  EXPECT_EQ(Shell(RunCommand(dead.url(), "--thinking-budget 20000"), &out), 2) << out;
+  EXPECT_EQ(Shell(RunCommand(dead.url() + "/v1", "--thinking-budget 20000"), &out), 2) << out;
   EXPECT_NE(out.find("must be below --max-output-tokens"), std::string::npos) << out;
 }
 

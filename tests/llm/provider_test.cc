@@ -4,12 +4,8 @@
 // refusals, context-length 400s, exhausted quotas, a hung server, a dead one.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include "ksearch/llm.h"
+#include "llm/loopback_port.h"
 #include "llm/wire.h"
 
 namespace ksearch {
@@ -25,23 +21,6 @@ HttpLlmClient::Options FastOptions(const std::string& base_url, LlmProvider prov
   options.retry.max_backoff_seconds = 0.01;
   options.retry.seed = 3;
   return options;
-}
-
-// A loopback port that nothing listens on: bound, never listened, closed.
-uint16_t FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  ::close(fd);
-  return port;
 }
 
 class StrictProviderTest : public ::testing::TestWithParam<LlmProvider> {
@@ -174,9 +153,9 @@ TEST_P(StrictProviderTest, AHungServerCostsAtMostMaxTimeoutAttempts) {
 
 TEST_P(StrictProviderTest, ADeadServerIsUnavailableAfterTheRetries) {
   // A port that was just free: nothing listens there (connection refused).
-  const uint16_t port = FreePort();
-  ASSERT_NE(port, 0);
-  std::string base = "http://127.0.0.1:" + std::to_string(port);
+  testing::LoopbackPort dead(testing::LoopbackPort::Kind::kDead);
+  ASSERT_NE(dead.port(), 0);
+  std::string base = dead.url();
   if (GetParam() == LlmProvider::kOpenAi) base += "/v1";
   HttpLlmClient::Options options = FastOptions(base, GetParam());
   options.retry.max_attempts = 3;

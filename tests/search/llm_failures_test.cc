@@ -4,11 +4,7 @@
 // every later request ends the search — with `failed`, never `completed`.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+#include "llm/loopback_port.h"
 #include "search_test_util.h"
 
 namespace ksearch {
@@ -33,18 +29,8 @@ std::unique_ptr<HttpLlmClient> ClientFor(const std::string& base_url, int attemp
 
 // A loopback URL where nothing listens (connection refused).
 std::string DeadUrl() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  uint16_t port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  if (fd >= 0) ::close(fd);
-  return "http://127.0.0.1:" + std::to_string(port) + "/v1";
+  testing::LoopbackPort dead(testing::LoopbackPort::Kind::kDead);
+  return dead.url() + "/v1";
 }
 
 class LlmFailureTest : public ::testing::Test {
