@@ -157,8 +157,9 @@ struct LlmExchange {
 };
 
 // Lower-case hex SHA-256 (64 characters) of a canonical encoding of the
-// request's model, system, messages (role and content), temperature,
-// max_tokens and stop sequences. Timeout and tag are not part of it. The same
+// request's model, system, messages (role and content), temperature (unset
+// counts as 1, the providers' default), max_tokens, stop sequences and, when
+// set, reasoning_effort and thinking_budget_tokens. Timeout and tag are not part of it. The same
 // request gives the same hash on every platform and in every version of
 // ksearch that writes recordings of version 1.
 std::string RequestHash(const ChatRequest& request);

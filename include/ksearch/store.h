@@ -282,6 +282,8 @@ class RunRecorder final : public SearchObserver {
   ObserverAction OnRoundStart(int round, const std::vector<std::string>& seed_ids) override;
   ObserverAction OnIdea(const Idea& idea) override;
   ObserverAction OnCandidateEvaluated(const Candidate& candidate, const Evaluation& evaluation) override;
+  // Stores the canonical text (the same upsert).
+  ObserverAction OnEvaluationRevised(const Candidate& candidate, const Evaluation& evaluation) override;
   ObserverAction OnRoundEnd(int round) override;
 
   // OK, or the first write error.

@@ -56,10 +56,10 @@ std::string RequestHash(const ChatRequest& request) {
     AppendField(&canonical, m.content);
   }
   // %.17g round-trips every double, and reads the same on every platform.
-  char temperature[40] = "unset";
-  if (request.temperature) {
-    std::snprintf(temperature, sizeof temperature, "%.17g", *request.temperature);
-  }
+  // No temperature hashes as 1, both providers' default (and what requests
+  // carried before the field became optional, so older recordings match).
+  char temperature[40];
+  std::snprintf(temperature, sizeof temperature, "%.17g", request.temperature.value_or(1.0));
   AppendField(&canonical, temperature);
   AppendField(&canonical, std::to_string(request.max_tokens));
   AppendField(&canonical, std::to_string(request.stop.size()));

@@ -432,6 +432,8 @@ void BranchRun::OnEvaluated(std::vector<Pending> batch, std::vector<Evaluation> 
     --rs.evaluations_in_flight;
     std::string hash = batch[i].hash;
     std::string id = batch[i].candidate.id;
+    // A resumed run's evaluator may answer from a stored duplicate's record.
+    results[i].message = RawMessage(results[i].message);
     Record(rs, std::move(batch[i]), std::move(results[i]));
     auto waiting = rs.in_flight.extract(hash);
     if (waiting.empty()) continue;
@@ -489,7 +491,13 @@ void BranchRun::CanonicalizeDuplicates(RoundState& rs) {
                                                     : group.front()->candidate.id;
     for (HistoryEntry* e : group) {
       std::string raw = RawMessage(e->evaluation.message);
-      e->evaluation.message = e->candidate.id == original ? raw : DuplicateMessage(original, raw);
+      std::string canonical =
+          e->candidate.id == original ? raw : DuplicateMessage(original, raw);
+      if (canonical == e->evaluation.message) continue;
+      e->evaluation.message = std::move(canonical);
+      if (observers_.Revised(e->candidate, e->evaluation)) {
+        Stop(TerminationReason::kStoppedByObserver, true);
+      }
     }
     if (!from_earlier_round && group.front()->evaluation.status != EvalStatus::kCancelled) {
       judged_.insert_or_assign(hash, *group.front());

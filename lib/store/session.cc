@@ -59,6 +59,11 @@ ObserverAction RunRecorder::OnCandidateEvaluated(const Candidate& candidate,
   return Check(store_.RecordEvaluation(run_id_, candidate, evaluation));
 }
 
+ObserverAction RunRecorder::OnEvaluationRevised(const Candidate& candidate,
+                                                const Evaluation& evaluation) {
+  return Check(store_.RecordEvaluation(run_id_, candidate, evaluation));
+}
+
 ObserverAction RunRecorder::OnRoundEnd(int round) { return Check(store_.RecordRoundEnd(run_id_, round)); }
 
 Status RunRecorder::status() const {
