@@ -181,16 +181,26 @@ int Session(const std::string& db, const std::string& url, double evaluation_sec
   return (*session)->Finish(summary).ok() && summary.ok() ? 0 : 27;
 }
 
-// candidate id → (content hash, evaluation), and the ideas with outcomes.
-std::map<std::string, std::string> Outcome(const std::string& db) {
-  std::map<std::string, std::string> out;
+// The store of `db` read-only, and its one run's id (nullptr when there is
+// none yet).
+std::unique_ptr<Store> OpenRun(const std::string& db, int64_t* run_id) {
   Store::Options options;
   options.read_only = true;
   auto store = Store::Open(db, options);
-  if (!store.ok()) return out;
+  if (!store.ok()) return nullptr;
   auto runs = (*store)->ListRuns();
-  if (!runs.ok() || runs->empty()) return out;
-  auto history = (*store)->LoadRunHistory(runs->front().id, false);
+  if (!runs.ok() || runs->empty()) return nullptr;
+  *run_id = runs->front().id;
+  return std::move(*store);
+}
+
+// candidate id → (content hash, evaluation), and the ideas with outcomes.
+std::map<std::string, std::string> Outcome(const std::string& db) {
+  std::map<std::string, std::string> out;
+  int64_t run = 0;
+  auto store = OpenRun(db, &run);
+  if (!store) return out;
+  auto history = store->LoadRunHistory(run, false);
   if (!history.ok()) return out;
   for (const HistoryEntry& e : history->entries) {
     out[e.candidate.id] = e.candidate.ContentHash() + " " + e.evaluation.ToJson();
@@ -220,13 +230,10 @@ std::string Differences(const std::map<std::string, std::string>& got,
 
 std::set<std::string> StoredHashes(const std::string& db) {
   std::set<std::string> out;
-  Store::Options options;
-  options.read_only = true;
-  auto store = Store::Open(db, options);
-  if (!store.ok()) return out;
-  auto runs = (*store)->ListRuns();
-  if (!runs.ok() || runs->empty()) return out;
-  auto exchanges = (*store)->LoadExchanges(runs->front().id);
+  int64_t run = 0;
+  auto store = OpenRun(db, &run);
+  if (!store) return out;
+  auto exchanges = store->LoadExchanges(run);
   if (!exchanges.ok()) return out;
   for (const LlmExchange& x : *exchanges) {
     if (x.response.ok()) out.insert(x.request_hash);
