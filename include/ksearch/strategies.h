@@ -238,6 +238,11 @@ struct LlmGeneratorOptions {
   int thinking_budget_tokens = 0;
   // ChatRequest::timeout_seconds (per attempt).
   double timeout_seconds = 240.0;
+  // A branch or repair reply with no usable kernel (no or several blocks, a
+  // plan that does not parse, a reply cut at max_tokens) gets this many
+  // further requests (0 or 1), which quote what was wrong and ask for the
+  // blocks only. The CLI sets 1.
+  int reformat_attempts = 0;
   // Idea prompts show at most this many earlier ideas with their outcomes
   // (the most recent; those on the same parent first).
   int max_history_ideas = 40;

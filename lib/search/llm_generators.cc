@@ -377,43 +377,100 @@ class LlmBrancher final : public Brancher, private LlmGeneratorBase {
     result.input_tokens = usage.input_tokens;
     result.output_tokens = usage.output_tokens;
     result.cost_usd = usage.cost_usd;
-    // Candidates keep their branch index (empty slots stay empty) so that the
-    // searcher's ids match the request's branch numbers.
+    // A reply that holds no usable kernel: the reason, or the candidate.
+    auto parse = [&](const ChatResponse& reply, std::vector<std::string>* repairs)
+        -> StatusOr<Candidate> {
+      KSEARCH_ASSIGN_OR_RETURN(KernelBlocks blocks, ExtractKernelBlocks(reply.content));
+      KSEARCH_ASSIGN_OR_RETURN(LaunchPlan plan, LaunchPlan::FromJson(blocks.launch_plan_json,
+                                                                      "the reply's launch plan"));
+      *repairs = std::move(blocks.repairs);
+      Candidate c;
+      c.source = std::move(blocks.cuda_source);
+      c.plan = std::move(plan);
+      c.compile_options = request.parent->candidate.compile_options;
+      return c;
+    };
+    std::vector<std::string> why(replies.size());
+    std::vector<std::vector<std::string>> repairs(replies.size());
+    result.candidates.resize(replies.size());
+    std::vector<size_t> reformat;  // replies worth one more request
     for (size_t j = 0; j < replies.size(); ++j) {
-      auto note = [&](const std::string& why) {
-        if (!result.notes.empty()) result.notes += "; ";
-        result.notes +=
-            (request.failed ? std::string("repair") : "branch " + std::to_string(j)) + ": " + why;
-      };
       StatusOr<ChatResponse>& reply = replies[j];
       if (!reply.ok()) {
         if (reply.status().code() == StatusCode::kCancelled && request.cancel &&
             request.cancel->load()) {
-          result.candidates.emplace_back();  // the search stopped; no note needed
-          continue;
+          continue;  // the search stopped; no note needed
         }
         if (EndsRun(reply.status(), client_)) return reply.status();
-        note("request failed: " + reply.status().ToString());
-        result.candidates.emplace_back();
+        why[j] = "request failed: " + reply.status().ToString();
+        // A reply cut at the output limit may fit when asked for code only.
+        if (reply.status().code() == StatusCode::kOutOfRange &&
+            !IsContextLengthError(reply.status())) {
+          reformat.push_back(j);
+        }
         continue;
       }
-      auto blocks = ExtractKernelBlocks(reply->content);
-      if (!blocks.ok()) {
-        note(blocks.status().message());
-        result.candidates.emplace_back();
-        continue;
+      StatusOr<Candidate> c = parse(*reply, &repairs[j]);
+      if (c.ok()) {
+        result.candidates[j] = std::move(*c);
+      } else {
+        why[j] = c.status().message();
+        reformat.push_back(j);
       }
-      auto plan = LaunchPlan::FromJson(blocks->launch_plan_json, "the reply's launch plan");
-      if (!plan.ok()) {
-        note(plan.status().message());
-        result.candidates.emplace_back();
-        continue;
+    }
+    // One more request per unusable reply, quoting what was wrong.
+    if (options_.reformat_attempts > 0 && !reformat.empty() &&
+        !(request.cancel && request.cancel->load())) {
+      std::vector<ChatRequest> again = build(options_.max_history_ideas);
+      std::vector<ChatRequest> asks;
+      for (size_t j : reformat) {
+        ChatRequest ask = again[j];
+        if (replies[j].ok()) {
+          ask.messages.push_back({ChatMessage::Role::kAssistant, replies[j]->content});
+        }
+        ask.messages.push_back(
+            {ChatMessage::Role::kUser,
+             "Your reply could not be used: " + why[j] +
+                 ". Reply again with only the complete kernel source in one ```cuda block "
+                 "(device code only: no host code, no main(), no PyTorch wrapper) and the "
+                 "complete launch plan in one ```json block, with no explanation."});
+        ask.tag += ".reformat";
+        asks.push_back(std::move(ask));
       }
-      Candidate c;
-      c.source = std::move(blocks->cuda_source);
-      c.plan = std::move(*plan);
-      c.compile_options = request.parent->candidate.compile_options;
-      result.candidates.push_back(std::move(c));
+      Usage more;
+      std::vector<StatusOr<ChatResponse>> second =
+          CompleteAll(client_, std::move(asks), request.cancel, request.on_usage, &more);
+      result.input_tokens += more.input_tokens;
+      result.output_tokens += more.output_tokens;
+      result.cost_usd += more.cost_usd;
+      for (size_t k = 0; k < reformat.size(); ++k) {
+        const size_t j = reformat[k];
+        if (!second[k].ok()) {
+          if (EndsRun(second[k].status(), client_) &&
+              second[k].status().code() != StatusCode::kCancelled) {
+            return second[k].status();
+          }
+          why[j] += "; asked again: " + second[k].status().message();
+          continue;
+        }
+        StatusOr<Candidate> c = parse(*second[k], &repairs[j]);
+        if (c.ok()) {
+          result.candidates[j] = std::move(*c);
+          repairs[j].insert(repairs[j].begin(), "asked again after: " + why[j]);
+          why[j].clear();
+        } else {
+          why[j] += "; asked again: " + c.status().message();
+        }
+      }
+    }
+    // Candidates keep their branch index (empty slots stay empty).
+    for (size_t j = 0; j < replies.size(); ++j) {
+      std::string text = why[j];
+      for (const std::string& r : repairs[j]) text += (text.empty() ? "salvaged: " : "; ") + r;
+      if (text.empty()) continue;
+      if (!result.notes.empty()) result.notes += "; ";
+      result.notes +=
+          (request.failed ? std::string("repair") : "branch " + std::to_string(j)) + ": " + text;
     }
     return result;
   }

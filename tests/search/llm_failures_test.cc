@@ -92,6 +92,47 @@ TEST_F(LlmFailureTest, OddRepliesCostTheirBranchOnly) {
       << result->notes;
 }
 
+TEST_F(LlmFailureTest, AnUnusableOrCutReplyIsAskedForAgainQuotingWhatWasWrong) {
+  StartMock();
+  ASSERT_TRUE(
+      mock_->AddRule(MockRule{"could not be used", "", MockReply{testing::KernelReply("again")}})
+          .ok());
+  ASSERT_TRUE(mock_->AddRule(MockRule{"implementation 1 of", "", MockReply{"Just use shuffles."}})
+                  .ok());
+  MockReply cut{"```cuda\nextern \"C\" __global__ void row_softmax("};
+  cut.finish_reason = FinishReason::kLength;
+  ASSERT_TRUE(mock_->AddRule(MockRule{"implementation 2 of", "", cut}).ok());
+  LlmGeneratorOptions gen;
+  gen.reformat_attempts = 1;
+  auto brancher = MakeLlmBrancher(*client_, gen);
+  ASSERT_TRUE(brancher.ok());
+  Idea idea;
+  idea.text = "Use warp shuffles.";
+  auto result = (*brancher)->Branch(Branches(idea, 2));
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->candidates.size(), 2u);
+  for (const Candidate& c : result->candidates) {
+    EXPECT_NE(c.source.find("// again"), std::string::npos) << result->notes;
+  }
+  std::vector<MockRequest> seen = mock_->requests();
+  ASSERT_EQ(seen.size(), 4u);
+  std::string asks;
+  for (const MockRequest& r : seen) {
+    if (r.request.messages.size() > 1) asks += r.request.messages.back().content + "\n";
+  }
+  EXPECT_NE(asks.find("no ```cuda block"), std::string::npos) << asks;
+  EXPECT_NE(asks.find("cut at max_tokens"), std::string::npos) << asks;
+  EXPECT_NE(result->notes.find("asked again after"), std::string::npos) << result->notes;
+  // The unusable reply is quoted back as the assistant's turn.
+  bool quoted = false;
+  for (const MockRequest& r : seen) {
+    for (const ChatMessage& m : r.request.messages) {
+      quoted |= m.role == ChatMessage::Role::kAssistant && m.content == "Just use shuffles.";
+    }
+  }
+  EXPECT_TRUE(quoted);
+}
+
 TEST_F(LlmFailureTest, AContextLength400IsRetriedOnceWithAShorterHistory) {
   // 40 earlier ideas of ~2000 bytes each: ~20000 prompt tokens in full, a
   // quarter of that with 10.

@@ -597,6 +597,7 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
     gen.reasoning_effort = args.reasoning_effort;
     gen.thinking_budget_tokens = args.thinking_budget;
     gen.timeout_seconds = args.llm_timeout;
+    gen.reformat_attempts = 1;
     if (!args.prompts.empty()) {
       auto prompts = PromptTemplates::Load(args.prompts);
       if (!prompts.ok()) return ReportError(prompts.status());
