@@ -60,6 +60,22 @@ TEST(CliLlm, AHungServerEndsTheRunFailedAfterTwoTimeouts) {
   EXPECT_NE(out.find("after 2 attempts"), std::string::npos) << out;
 }
 
+// --branch-llm gets a client of its own: ideas from the built-in mock, code
+// from a provider that is down, which fails the run at the first branch call.
+TEST(CliLlm, BranchLlmIsASeparateModel) {
+  LoopbackPort dead(LoopbackPort::Kind::kDead);
+  std::string out;
+  int code = Shell("OPENAI_API_KEY=sk-test " + kCli +
+                       " run softmax --dims rows=64,cols=1024 --strategy branch --llm mock"
+                       " --branch-llm openai:gpt-4o-mini --base-url " + dead.url() +
+                       "/v1 --compile-only --arch sm_90 --cache-dir off --no-db --rounds 2"
+                       " --seeds 1 --ideas 2 --branches 2 --llm-attempts 1",
+                   &out);
+  EXPECT_EQ(code, 4) << out;
+  EXPECT_NE(out.find("error: UNAVAILABLE: branches r0.s0.i"), std::string::npos) << out;
+  EXPECT_NE(out.find("ideas 2"), std::string::npos) << out;  // the ideas came
+}
+
 TEST(CliLlm, AMoneyBudgetNeedsAPriceForTheModel) {
   LoopbackPort dead(LoopbackPort::Kind::kDead);
   std::string out;
