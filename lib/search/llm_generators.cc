@@ -6,6 +6,7 @@
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -38,15 +39,59 @@ struct Usage {
   double cost_usd = 0.0;
 };
 
+// What a client has billed, followed reply by reply. A reply the client
+// rejected (truncated, empty, refused) carries no usage in its error, yet it
+// was billed and is in the client's totals() (LlmTotals counts it): so each
+// finished reply reports what the totals grew by since the last report. The
+// reports add up to exactly what the client billed, whatever the order
+// callbacks run in (a report may include a concurrent reply's cost, which the
+// next report then lacks). One tracker per client, shared by the generators
+// that use it (both generators usually share one client).
+class BillingTracker {
+ public:
+  explicit BillingTracker(const LlmClient& client) : client_(client), last_(client.totals()) {}
+
+  // Called on the client's thread once a reply has finished (clients count a
+  // reply in totals() before its callback runs).
+  GeneratorUsage Reply() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    LlmTotals now = client_.totals();
+    GeneratorUsage delta{std::max<int64_t>(0, now.input_tokens - last_.input_tokens),
+                         std::max<int64_t>(0, now.output_tokens - last_.output_tokens),
+                         std::max(0.0, now.cost_usd - last_.cost_usd)};
+    last_ = now;
+    return delta;
+  }
+
+  static std::shared_ptr<BillingTracker> For(const LlmClient& client) {
+    static std::mutex mutex;
+    static std::map<const LlmClient*, std::weak_ptr<BillingTracker>> trackers;
+    std::lock_guard<std::mutex> lock(mutex);
+    std::shared_ptr<BillingTracker> tracker = trackers[&client].lock();
+    if (!tracker) {
+      tracker = std::make_shared<BillingTracker>(client);
+      trackers[&client] = tracker;
+    }
+    return tracker;
+  }
+
+ private:
+  const LlmClient& client_;
+  std::mutex mutex_;
+  LlmTotals last_;
+};
+
 // Issues every request at once and waits for all replies. Each reply's usage
-// goes to `sink` as it arrives (on the client's thread), or into `usage`
-// when there is no sink. If `cancel` becomes true the pending requests are
-// cancelled; the replies that had arrived are still returned (they are paid
-// for), the others are kCancelled.
+// goes to `sink` as it arrives (on the client's thread; rejected but billed
+// replies included, through `billing`), or into `usage` when there is no
+// sink. If `cancel` becomes true the pending requests are cancelled; the
+// replies that had arrived are still returned (they are paid for), the
+// others are kCancelled.
 std::vector<StatusOr<ChatResponse>> CompleteAll(LlmClient& client,
                                                 std::vector<ChatRequest> requests,
                                                 const std::atomic<bool>* cancel,
-                                                const UsageSink& sink, Usage* usage) {
+                                                const UsageSink& sink, Usage* usage,
+                                                const std::shared_ptr<BillingTracker>& billing) {
   struct Shared {
     std::mutex mutex;
     std::condition_variable done;
@@ -59,10 +104,12 @@ std::vector<StatusOr<ChatResponse>> CompleteAll(LlmClient& client,
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < requests.size(); ++i) {
     ids.push_back(client.Complete(std::move(requests[i]),
-                                  [shared, i, sink](StatusOr<ChatResponse> r) {
+                                  [shared, i, sink, billing](StatusOr<ChatResponse> r) {
                                     // On the client's I/O thread.
-                                    if (r.ok() && sink) {
-                                      sink({r->input_tokens, r->output_tokens, r->cost_usd});
+                                    GeneratorUsage cost = billing->Reply();
+                                    if (sink && (cost.input_tokens > 0 || cost.output_tokens > 0 ||
+                                                 cost.cost_usd > 0)) {
+                                      sink(cost);
                                     }
                                     std::lock_guard<std::mutex> lock(shared->mutex);
                                     shared->results[i] = std::move(r);
@@ -99,9 +146,10 @@ std::vector<StatusOr<ChatResponse>> CompleteAll(LlmClient& client,
 // a context-length 400 rejected. `build(history_limit)` renders all requests.
 std::vector<StatusOr<ChatResponse>> CompleteWithContextRetry(
     LlmClient& client, const std::function<std::vector<ChatRequest>(int)>& build,
-    int history_limit, const std::atomic<bool>* cancel, const UsageSink& sink, Usage* usage) {
+    int history_limit, const std::atomic<bool>* cancel, const UsageSink& sink, Usage* usage,
+    const std::shared_ptr<BillingTracker>& billing) {
   std::vector<StatusOr<ChatResponse>> replies =
-      CompleteAll(client, build(history_limit), cancel, sink, usage);
+      CompleteAll(client, build(history_limit), cancel, sink, usage, billing);
   std::vector<size_t> again;
   for (size_t i = 0; i < replies.size(); ++i) {
     if (!replies[i].ok() && IsContextLengthError(replies[i].status())) again.push_back(i);
@@ -111,7 +159,7 @@ std::vector<StatusOr<ChatResponse>> CompleteWithContextRetry(
   std::vector<ChatRequest> retry;
   for (size_t i : again) retry.push_back(std::move(shorter[i]));
   std::vector<StatusOr<ChatResponse>> second =
-      CompleteAll(client, std::move(retry), cancel, sink, usage);
+      CompleteAll(client, std::move(retry), cancel, sink, usage, billing);
   for (size_t k = 0; k < again.size(); ++k) {
     if (second[k].ok()) {
       replies[again[k]] = std::move(second[k]);
@@ -230,7 +278,7 @@ StatusOr<std::vector<ParsedIdea>> ParseIdeas(std::string_view reply) {
 class LlmGeneratorBase {
  protected:
   LlmGeneratorBase(LlmClient& client, LlmGeneratorOptions options)
-      : client_(client), options_(std::move(options)) {}
+      : client_(client), options_(std::move(options)), billing_(BillingTracker::For(client)) {}
 
   std::string GeneratorName() const {
     return "llm:" + (options_.model.empty() ? client_.provider() : options_.model);
@@ -271,6 +319,7 @@ class LlmGeneratorBase {
 
   LlmClient& client_;
   LlmGeneratorOptions options_;
+  std::shared_ptr<BillingTracker> billing_;
 };
 
 class LlmIdeaGenerator final : public IdeaGenerator, private LlmGeneratorBase {
@@ -298,7 +347,7 @@ class LlmIdeaGenerator final : public IdeaGenerator, private LlmGeneratorBase {
     };
     Usage usage;
     auto replies = CompleteWithContextRetry(client_, build, options_.max_history_ideas,
-                                            request.cancel, request.on_usage, &usage);
+                                            request.cancel, request.on_usage, &usage, billing_);
     IdeaResult result;
     result.input_tokens = usage.input_tokens;
     result.output_tokens = usage.output_tokens;
@@ -372,7 +421,7 @@ class LlmBrancher final : public Brancher, private LlmGeneratorBase {
     };
     Usage usage;
     auto replies = CompleteWithContextRetry(client_, build, options_.max_history_ideas,
-                                            request.cancel, request.on_usage, &usage);
+                                            request.cancel, request.on_usage, &usage, billing_);
     BranchResult result;
     result.input_tokens = usage.input_tokens;
     result.output_tokens = usage.output_tokens;
@@ -439,7 +488,7 @@ class LlmBrancher final : public Brancher, private LlmGeneratorBase {
       }
       Usage more;
       std::vector<StatusOr<ChatResponse>> second =
-          CompleteAll(client_, std::move(asks), request.cancel, request.on_usage, &more);
+          CompleteAll(client_, std::move(asks), request.cancel, request.on_usage, &more, billing_);
       result.input_tokens += more.input_tokens;
       result.output_tokens += more.output_tokens;
       result.cost_usd += more.cost_usd;

@@ -271,6 +271,11 @@ TEST_F(LlmFailureTest, TokenBudgetCountsEveryReplyAndJudgesEveryPaidOne) {
   kernel.input_tokens = 150;
   kernel.output_tokens = 150;
   mock_->SetDefaultReply(kernel);
+  // Billed but unusable: counted all the same.
+  MockReply empty{""};
+  empty.input_tokens = 150;
+  empty.output_tokens = 150;
+  ASSERT_TRUE(mock_->AddRule(MockRule{"implementation 2 of", "", empty}).ok());
   std::mutex mutex;
   int paid_branch_replies = 0;
   client_->SetObserver([&](const LlmExchange& e) {
@@ -299,7 +304,8 @@ TEST_F(LlmFailureTest, TokenBudgetCountsEveryReplyAndJudgesEveryPaidOne) {
   EXPECT_EQ(summary->input_tokens, billed.input_tokens);
   EXPECT_EQ(summary->output_tokens, billed.output_tokens);
   std::lock_guard<std::mutex> lock(mutex);
-  EXPECT_EQ(summary->candidates - 1, paid_branch_replies);  // every paid branch judged
+  EXPECT_EQ(summary->candidates - 1, paid_branch_replies);  // every usable paid branch judged
+  EXPECT_GT(billed.failures, 0);  // the empty replies, billed and counted
   EXPECT_GE(summary->input_tokens + summary->output_tokens, 1500);
 }
 
