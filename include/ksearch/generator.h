@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,18 @@
 #include "ksearch/status.h"
 
 namespace ksearch {
+
+// What one reply of a generator's model cost.
+struct GeneratorUsage {
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost_usd = 0.0;
+};
+// Receives each reply's cost as the reply arrives, so that a searcher checks
+// its token and money budgets after every reply rather than after a whole
+// call. Runs on whatever thread received the reply (an LLM client's I/O
+// thread, say): keep it short and thread-safe.
+using UsageSink = std::function<void(const GeneratorUsage&)>;
 
 // A judged candidate, as the search remembers it.
 struct HistoryEntry {
@@ -62,6 +75,9 @@ struct IdeaRequest {
   // recordings ("r1.s0"); replay uses it to tell identical requests apart.
   std::string label;
   const std::atomic<bool>* cancel = nullptr;
+  // When set, the generator reports each reply's cost here as it arrives and
+  // leaves the result's token and cost fields zero.
+  UsageSink on_usage;
 };
 
 struct IdeaResult {
@@ -92,7 +108,11 @@ struct BranchRequest {
   // A short name of the request, unique within a run ("r1.s0.i2",
   // "r1.s0.i2.b3.fix"): see IdeaRequest::label.
   std::string label;
+  // When this becomes true, replies still being written are cancelled; those
+  // already received (and paid for) are still returned.
   const std::atomic<bool>* cancel = nullptr;
+  // See IdeaRequest::on_usage.
+  UsageSink on_usage;
 };
 
 struct BranchResult {

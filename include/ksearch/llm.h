@@ -166,6 +166,10 @@ class HttpLlmClient final : public LlmClient {
     struct Retry {
       // Attempts per request, the first included (1: never retry).
       int max_attempts = 5;
+      // Of those, at most this many may end in a time-out (ChatRequest::
+      // timeout_seconds): a server that hung once seldom answers the next
+      // attempt, and waiting max_attempts × timeout helps nobody.
+      int max_timeout_attempts = 2;
       // Delay before the second attempt.
       double initial_backoff_seconds = 0.5;
       // Each further delay is the previous one times this.
@@ -217,6 +221,9 @@ class HttpLlmClient final : public LlmClient {
     int in_flight = 0;               // attempts running now
     int queued = 0;                  // requests waiting for a slot or a retry
     int max_in_flight_seen = 0;      // high-water mark of in_flight
+    int waiting_to_retry = 0;        // of `queued`: those waiting out a retry delay
+    int64_t timeouts = 0;            // attempts that ended in a time-out
+    double last_retry_delay_seconds = 0.0;  // the latest wait chosen (Retry-After included)
   };
 
   // Validates the options, reads the key, builds the TLS context and starts
@@ -359,18 +366,39 @@ struct FencedBlock {
 std::vector<FencedBlock> ExtractFencedBlocks(std::string_view markdown);
 
 // What a language model returns for a candidate: a ```cuda block (also
-// accepted: ```cu, ```cuh, ```cpp, ```c++) and a ```json launch plan.
+// accepted: ```cu, ```cuh, ```cpp, ```c++, ```cc, ```c, ```h, ```hpp, and an
+// untagged block that defines a __global__ function) and a ```json launch
+// plan (also ```jsonc, or an untagged block with "launches").
 struct KernelBlocks {
   std::string cuda_source;
   std::string launch_plan_json;
+  // What was salvaged, one line each ("added extern \"C\" to kernel k()",
+  // "dropped host function main()", "joined 2 source blocks, at lines 3 and 20").
+  std::vector<std::string> repairs;
 };
 
-// Takes exactly one source block and one plan block from `reply`. Errors:
+// Takes the source and the plan from `reply` as models really write them.
+// Several source blocks: those defining kernels are kept; kernels split
+// across blocks are joined; a kernel defined twice takes the last block.
+// Several plan blocks: the last one with "launches". The source goes through
+// SanitizeKernelSource, the plan through StripJsonComments. Errors:
 // kNotFound ("no ```cuda block", mentioning an untagged block if there is
 // one), kInvalidArgument ("2 ```cuda blocks, at lines 3 and 40; expected
-// exactly one"), kOutOfRange (a block opened but never closed: the reply was
-// cut). Each message says which block.
+// exactly one", when no block defines a kernel), kOutOfRange (a block opened
+// but never closed: the reply was cut). Each message says which block.
 [[nodiscard]] StatusOr<KernelBlocks> ExtractKernelBlocks(std::string_view reply);
+
+// Makes a model's source one NVRTC translation unit: drops host-only
+// includes (torch/, ATen/, pybind11, <iostream>, <vector>…), top-level
+// functions that are neither __global__ nor __device__ (main(), launchers
+// with <<<>>>, PyTorch bindings) and declarations naming host types; adds
+// extern "C" to non-template kernels without it (the evaluator looks kernels
+// up by their unmangled names). Appends one line per change to `changes`.
+std::string SanitizeKernelSource(std::string_view source, std::vector<std::string>* changes);
+
+// JSON as models write it, made strict: // and /* */ comments outside strings
+// and trailing commas before a closing bracket are removed.
+std::string StripJsonComments(std::string_view json);
 
 struct TlsCredentials {
   std::string certificate_pem;
@@ -392,10 +420,14 @@ enum class MockFault {
   kDisconnectMidBody,  // send the headers and half of the body, then close
   kMalformedJson,      // 200 with a body cut in the middle of the JSON
   kMissingFields,      // 200 with valid JSON lacking choices / content
+  kRefusal,            // 200, a refusal: OpenAI content null + "refusal", Anthropic
+                       // stop_reason "refusal"
+  kHang,               // read the request, then never answer (the connection
+                       // stays open until the client gives up or Stop())
 };
 
 // "none", "http_error", "reset", "disconnect_mid_body", "malformed_json",
-// "missing_fields".
+// "missing_fields", "refusal", "hang".
 std::string_view ToString(MockFault fault);
 [[nodiscard]] StatusOr<MockFault> ParseMockFault(std::string_view name);
 
@@ -479,6 +511,15 @@ class MockLlmServer {
     MockReply default_reply;
     // How many received requests requests() keeps (the most recent).
     size_t max_recorded_requests = 1000;
+    // Enforce the providers' documented constraints with their 400s, as the
+    // real APIs do: OpenAI reasoning models (TraitsOfModel) reject
+    // max_tokens, a temperature other than 1; reasoning_effort is rejected by
+    // other models; Anthropic requires max_tokens, a thinking budget of at
+    // least 1024 below max_tokens, and no temperature with thinking.
+    bool strict = true;
+    // When positive: a request whose prompt (bytes / 4) plus max_tokens
+    // exceeds this many tokens gets the provider's context-length 400.
+    int64_t context_window_tokens = 0;
   };
 
   struct Counters {

@@ -17,17 +17,25 @@
 //                          cut mid-body, name resolution failure
 //     kDeadlineExceeded    no reply within ChatRequest::timeout_seconds
 //     kUnauthenticated     401      kPermissionDenied  403
-//     kNotFound            404 (unknown model or wrong base URL), or a reply
-//                          whose content is empty
+//     kNotFound            404 (unknown model or wrong base URL)
 //     kInvalidArgument     other 4xx (the request itself is wrong; not retried)
-//     kDataLoss            the reply is not valid JSON, or exceeds the client's
-//                          body limit
+//     kDataLoss            the reply is not valid JSON (after the retries: a
+//                          malformed 2xx body is retried like a 5xx), exceeds
+//                          the client's body limit, has empty content, or is a
+//                          refusal (OpenAI "refusal", Anthropic stop reason
+//                          "refusal")
 //     kUnimplemented       the reply is valid JSON but lacks a field the
 //                          provider's format requires (wrong provider or URL?)
 //     kOutOfRange          the reply was cut at max_tokens (finish reason
 //                          "length" / "max_tokens"), unless the client accepts
-//                          truncated replies
-//     kFailedPrecondition  TLS certificate verification failed
+//                          truncated replies; or a 400 saying the prompt
+//                          exceeds the model's context window (the message
+//                          then contains "context length exceeded":
+//                          IsContextLengthError())
+//     kFailedPrecondition  TLS certificate verification failed, or the
+//                          account's quota or credit is exhausted (OpenAI 429
+//                          "insufficient_quota", Anthropic "credit balance");
+//                          not retried
 //     kCancelled           Cancel() or the client's destruction
 // - API keys are never logged, recorded or included in a Status.
 //
@@ -41,6 +49,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -63,12 +72,41 @@ struct ChatRequest {
   std::string model;                 // provider's model name; empty: the client's default
   std::string system;                // system prompt (may be empty)
   std::vector<ChatMessage> messages;
-  double temperature = 1.0;
+  // Sampling temperature; unset: not sent (the provider's default). Models
+  // that accept none (OpenAI reasoning models, Anthropic with thinking) never
+  // get one: see ModelTraits.
+  std::optional<double> temperature;
+  // Output tokens at most, reasoning or thinking included. Sent as
+  // max_tokens, or max_completion_tokens for OpenAI reasoning models.
   int max_tokens = 8192;
+  // OpenAI reasoning models: "minimal", "low", "medium" or "high", sent as
+  // reasoning_effort. Empty: not sent. Ignored by the Anthropic format.
+  std::string reasoning_effort;
+  // Anthropic extended thinking: the thinking block's budget_tokens (at least
+  // 1024, less than max_tokens). 0: no thinking. Ignored by the OpenAI format.
+  int thinking_budget_tokens = 0;
   std::vector<std::string> stop;
-  double timeout_seconds = 300.0;    // per attempt
+  double timeout_seconds = 240.0;    // per attempt, until the whole reply is read
   std::string tag;                   // free text carried into recordings ("idea r2 s1")
 };
+
+// What a provider's model family accepts, from a built-in table keyed by
+// model-name prefix (docs/llm.md lists it): OpenAI's reasoning models (o1,
+// o3, o4, gpt-5…) reject max_tokens and any temperature but 1 and want
+// max_completion_tokens; Anthropic requires max_tokens and rejects a
+// temperature with extended thinking. The wire formats consult it, so a
+// request written for any model is sent in the form its model accepts.
+struct ModelTraits {
+  bool reasoning = false;              // an OpenAI reasoning model
+  bool accepts_temperature = true;     // a temperature may be sent
+  bool accepts_reasoning_effort = false;
+  // The OpenAI name of the output limit: "max_tokens" or
+  // "max_completion_tokens".
+  std::string_view max_tokens_field = "max_tokens";
+};
+// `provider` is "openai" or "anthropic"; the model name is matched without a
+// vendor prefix ("openai/o3-mini" is o3). Unknown models get the defaults.
+ModelTraits TraitsOfModel(std::string_view provider, std::string_view model);
 
 // kStop: the model ended its turn. kLength: the reply hit max_tokens (only seen
 // when the client accepts truncated replies; otherwise that is kOutOfRange).
@@ -119,11 +157,29 @@ struct LlmExchange {
 };
 
 // Lower-case hex SHA-256 (64 characters) of a canonical encoding of the
-// request's model, system, messages (role and content), temperature,
-// max_tokens and stop sequences. Timeout and tag are not part of it. The same
+// request's model, system, messages (role and content), temperature (unset
+// counts as 1, the providers' default), max_tokens, stop sequences and, when
+// set, reasoning_effort and thinking_budget_tokens. Timeout and tag are not part of it. The same
 // request gives the same hash on every platform and in every version of
 // ksearch that writes recordings of version 1.
 std::string RequestHash(const ChatRequest& request);
+
+// What a failed request means to a caller that issues many (a search).
+// kReply: this reply is lost, later requests may well succeed — a truncated,
+// empty, refused or malformed reply (kOutOfRange, kDataLoss), one of an
+// unexpected shape (kUnimplemented), a context-length 400, a rate limit or an
+// outage that outlasted the retries (kResourceExhausted, kUnavailable,
+// kDeadlineExceeded). kRun: every later request would fail the same way —
+// kUnauthenticated, kPermissionDenied, kNotFound (unknown model, wrong URL),
+// kFailedPrecondition (TLS, exhausted quota), kInvalidArgument (a request the
+// server rejects for its form), kCancelled, and anything else. A caller
+// should also treat kUnavailable / kDeadlineExceeded as kRun while no request
+// has succeeded yet: then the provider was never reachable.
+enum class LlmFailureScope { kReply, kRun };
+LlmFailureScope FailureScope(const Status& status);
+// A kOutOfRange error for a prompt longer than the model's context window
+// (as opposed to a reply cut at max_tokens).
+bool IsContextLengthError(const Status& status);
 
 class LlmClient {
  public:

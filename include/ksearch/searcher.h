@@ -82,6 +82,15 @@ class SearchObserver {
                                    const Evaluation& /*evaluation*/) {
     return ObserverAction::kContinue;
   }
+  // At the end of a round, for an evaluation already reported whose text the
+  // searcher has since made canonical (ParallelBranchSearch: a duplicate
+  // names the earliest candidate with its content by id, whatever order they
+  // arrived in). Recorders should store the new text; counters should not
+  // count it again.
+  virtual ObserverAction OnEvaluationRevised(const Candidate& /*candidate*/,
+                                             const Evaluation& /*evaluation*/) {
+    return ObserverAction::kContinue;
+  }
   virtual ObserverAction OnRoundEnd(int /*round*/) { return ObserverAction::kContinue; }
 };
 

@@ -301,6 +301,8 @@ class RunRecorder final : public SearchObserver {
   ObserverAction OnIdea(const Idea& idea) override;
   ObserverAction OnCandidateEvaluated(const Candidate& candidate, const Evaluation& evaluation) override;
   ObserverAction OnNewBest(const Candidate& candidate, const Evaluation& evaluation) override;
+  // Stores the canonical text (the same upsert).
+  ObserverAction OnEvaluationRevised(const Candidate& candidate, const Evaluation& evaluation) override;
   ObserverAction OnRoundEnd(int round) override;
 
   // OK, or the first write error.

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -222,14 +223,26 @@ struct PromptTemplates {
 struct LlmGeneratorOptions {
   // ChatRequest::model. Empty: the client's default model.
   std::string model;
-  // Sampling temperature of idea requests (diversity of ideas matters).
-  double idea_temperature = 1.0;
-  // Sampling temperature of implementation and repair requests.
-  double code_temperature = 0.7;
-  // ChatRequest::max_tokens of every request.
-  int max_tokens = 8192;
+  // Sampling temperature of idea requests; unset: none is sent (the
+  // provider's default). Never sent to models that reject one (ModelTraits).
+  std::optional<double> idea_temperature;
+  // Sampling temperature of implementation and repair requests; as above.
+  std::optional<double> code_temperature;
+  // ChatRequest::max_tokens of every request: the output limit, reasoning or
+  // thinking tokens included (reasoning models need room: 16000 or more).
+  int max_tokens = 16384;
+  // ChatRequest::reasoning_effort (OpenAI reasoning models); empty: not sent.
+  std::string reasoning_effort;
+  // ChatRequest::thinking_budget_tokens (Anthropic extended thinking; less
+  // than max_tokens); 0: off.
+  int thinking_budget_tokens = 0;
   // ChatRequest::timeout_seconds (per attempt).
-  double timeout_seconds = 300.0;
+  double timeout_seconds = 240.0;
+  // A branch or repair reply with no usable kernel (no or several blocks, a
+  // plan that does not parse, a reply cut at max_tokens) gets this many
+  // further requests (0 or 1), which quote what was wrong and ask for the
+  // blocks only. The CLI sets 1.
+  int reformat_attempts = 0;
   // Idea prompts show at most this many earlier ideas with their outcomes
   // (the most recent; those on the same parent first).
   int max_history_ideas = 40;
@@ -240,15 +253,20 @@ struct LlmGeneratorOptions {
 // Both generators borrow `client`, which must outlive them. A call issues its
 // requests at once (Branch: `count` requests in flight together) and waits
 // for the replies on the calling thread; callers run many calls in parallel.
-// A malformed reply (no ```json idea list, no ```cuda block, a plan that does
-// not parse) or a request that failed after the client's retries
-// (kUnavailable, kResourceExhausted, kDeadlineExceeded, kOutOfRange,
-// kDataLoss) yields fewer results and a note. Errors that mean the generator
-// cannot work stop the search: kUnauthenticated, kPermissionDenied, kNotFound
-// (unknown model, wrong URL, or a replay recording without this request),
-// kInvalidArgument, kFailedPrecondition, kUnimplemented; kCancelled when
-// IdeaRequest/BranchRequest::cancel is set. Errors making a generator:
-// kInvalidArgument (PromptTemplates::Validate).
+// Failure is per reply: a malformed reply (no ```json idea list, no ```cuda
+// block, a plan that does not parse) or a request that failed with an error
+// of LlmFailureScope::kReply (truncated, empty, refused, malformed or
+// odd-shaped replies, rate limits and outages outlasting the retries) yields
+// fewer results and a note; a context-length 400 is first retried once with
+// a quarter of the history. Errors of scope kRun stop the search
+// (kUnauthenticated, kPermissionDenied, kNotFound: unknown model, wrong URL
+// or a replay recording without this request, kFailedPrecondition: TLS or
+// exhausted quota, kInvalidArgument), and so do kUnavailable and
+// kDeadlineExceeded while no request of the client has succeeded (the
+// provider is unreachable). When IdeaRequest/BranchRequest::cancel is set,
+// Propose returns kCancelled and Branch returns what had arrived. Each
+// reply's usage goes to the request's on_usage as it arrives, when set.
+// Errors making a generator: kInvalidArgument (PromptTemplates::Validate).
 [[nodiscard]] StatusOr<std::unique_ptr<IdeaGenerator>> MakeLlmIdeaGenerator(
     LlmClient& client, const LlmGeneratorOptions& options = {});
 [[nodiscard]] StatusOr<std::unique_ptr<Brancher>> MakeLlmBrancher(

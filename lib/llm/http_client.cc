@@ -410,6 +410,9 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
     s.in_flight = in_flight_.load();
     s.queued = queued_.load();
     s.max_in_flight_seen = max_in_flight_seen_.load();
+    s.waiting_to_retry = backing_off_.load();
+    s.timeouts = timeouts_.load();
+    s.last_retry_delay_seconds = last_retry_delay_.load();
     return s;
   }
 
@@ -432,6 +435,7 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
     // that was already queued cannot act on a later attempt.
     uint64_t generation = 0;
     bool timed_out = false;
+    int timeouts = 0;  // attempts that ended in a time-out
     bool stale_retry_used = false;
     double estimated_tokens = 0;  // prompt bytes / 4 + max_tokens
     double charged_tokens = 0;    // what the limiter holds for the running attempt
@@ -476,6 +480,13 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
     }
     if (!(request.timeout_seconds > 0)) {
       return InvalidArgumentError(provider_ + ": timeout_seconds must be positive");
+    }
+    if (request.thinking_budget_tokens > 0 && options_.provider == LlmProvider::kAnthropic &&
+        request.thinking_budget_tokens >= request.max_tokens) {
+      return InvalidArgumentError(provider_ + ": thinking_budget_tokens (" +
+                                  std::to_string(request.thinking_budget_tokens) +
+                                  ") must be less than max_tokens (" +
+                                  std::to_string(request.max_tokens) + ")");
     }
     return Status();
   }
@@ -639,6 +650,15 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
                         beast::error_code ec, std::string_view stage) {
     RefundTokens(*call, 0.0);
     if (call->timed_out) {
+      // A server that did not answer in time is seldom faster the next time:
+      // time-outs get at most Retry::max_timeout_attempts attempts.
+      timeouts_.fetch_add(1);
+      if (++call->timeouts >= options_.retry.max_timeout_attempts) {
+        Fail(call, StatusCode::kDeadlineExceeded,
+             "no reply within " + FormatSeconds(call->request.timeout_seconds) + " (stopped at " +
+                 std::string(stage) + ")");
+        return;
+      }
       RetryOrFail(call, StatusCode::kDeadlineExceeded,
                   "no reply within " + FormatSeconds(call->request.timeout_seconds) +
                       " (stopped at " + std::string(stage) + ")",
@@ -712,7 +732,11 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
       totals_.cost_usd += response.cost_usd;
     }
     if (!parsed.status.ok()) {
-      Fail(call, parsed.status.code(), parsed.status.message());
+      if (parsed.retryable) {
+        RetryOrFail(call, parsed.status.code(), parsed.status.message(), std::nullopt);
+      } else {
+        Fail(call, parsed.status.code(), parsed.status.message());
+      }
       return;
     }
     response.latency_ms = latency_ms;
@@ -733,8 +757,10 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
         break;
       }
     }
-    const StatusCode code = llm::StatusCodeForHttp(status);
-    if (!llm::IsRetryableHttpStatus(status)) {
+    const llm::HttpErrorClass kind = llm::ClassifyHttpError(status, response.body());
+    const StatusCode code = kind.code;
+    detail = kind.prefix + detail;
+    if (!kind.retryable) {
       Fail(call, code, detail);
       return;
     }
@@ -785,11 +811,14 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
         "/" + std::to_string(retry.max_attempts) + " failed: " + detail + "; retrying in " +
         FormatSeconds(delay));
     call->phase = Phase::kBackoff;
+    backing_off_.fetch_add(1);
+    last_retry_delay_.store(delay);
     const uint64_t generation = ++call->generation;
     call->timer.expires_after(
         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay)));
     call->timer.async_wait([this, call, generation](beast::error_code ec) {
       if (ec || call->generation != generation || call->phase != Phase::kBackoff) return;
+      backing_off_.fetch_sub(1);
       call->phase = Phase::kQueued;
       // Ahead of new requests: a retry has waited already.
       waiting_.push_front(call);
@@ -815,6 +844,7 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
   // which this erases.
   void Finish(std::shared_ptr<Call> call, StatusOr<ChatResponse> result) {
     if (call->phase == Phase::kDone) return;
+    if (call->phase == Phase::kBackoff) backing_off_.fetch_sub(1);
     call->phase = Phase::kDone;
     ++call->generation;
     call->timer.cancel();
@@ -891,6 +921,9 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
   std::atomic<int64_t> retries_{0};
   std::atomic<int> in_flight_{0};
   std::atomic<int> queued_{0};
+  std::atomic<int> backing_off_{0};      // calls waiting out a retry delay
+  std::atomic<int64_t> timeouts_{0};     // attempts that timed out
+  std::atomic<double> last_retry_delay_{0.0};
   std::atomic<int> max_in_flight_seen_{0};
 
   std::thread thread_;
@@ -905,6 +938,9 @@ Status CheckOptions(const HttpLlmClient::Options& options) {
   };
   if (options.max_in_flight < 1) return bad("max_in_flight must be at least 1");
   if (options.retry.max_attempts < 1) return bad("retry.max_attempts must be at least 1");
+  if (options.retry.max_timeout_attempts < 1) {
+    return bad("retry.max_timeout_attempts must be at least 1");
+  }
   if (options.retry.initial_backoff_seconds < 0 || options.retry.max_backoff_seconds < 0 ||
       options.retry.backoff_multiplier < 1) {
     return bad("retry: backoff seconds must be >= 0 and backoff_multiplier >= 1");

@@ -56,12 +56,24 @@ std::string RequestHash(const ChatRequest& request) {
     AppendField(&canonical, m.content);
   }
   // %.17g round-trips every double, and reads the same on every platform.
+  // No temperature hashes as 1, both providers' default (and what requests
+  // carried before the field became optional, so older recordings match).
   char temperature[40];
-  std::snprintf(temperature, sizeof temperature, "%.17g", request.temperature);
+  std::snprintf(temperature, sizeof temperature, "%.17g", request.temperature.value_or(1.0));
   AppendField(&canonical, temperature);
   AppendField(&canonical, std::to_string(request.max_tokens));
   AppendField(&canonical, std::to_string(request.stop.size()));
   for (const std::string& s : request.stop) AppendField(&canonical, s);
+  // Appended only when set, so that the hashes of recordings written before
+  // these fields existed stay valid.
+  if (!request.reasoning_effort.empty()) {
+    AppendField(&canonical, "reasoning_effort");
+    AppendField(&canonical, request.reasoning_effort);
+  }
+  if (request.thinking_budget_tokens > 0) {
+    AppendField(&canonical, "thinking_budget_tokens");
+    AppendField(&canonical, std::to_string(request.thinking_budget_tokens));
+  }
 
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
@@ -80,6 +92,61 @@ std::string RequestHash(const ChatRequest& request) {
     hex.push_back(kHex[digest[i] & 15]);
   }
   return hex;
+}
+
+namespace {
+
+// Model families whose constraints differ from the defaults, by name prefix
+// (the first match wins, so longer prefixes come first where they overlap).
+struct ModelFamily {
+  std::string_view provider;
+  std::string_view prefix;
+  ModelTraits traits;
+};
+
+constexpr ModelTraits kOpenAiReasoning{/*reasoning=*/true, /*accepts_temperature=*/false,
+                                       /*accepts_reasoning_effort=*/true,
+                                       /*max_tokens_field=*/"max_completion_tokens"};
+// gpt-5-chat is the non-reasoning variant of gpt-5.
+constexpr ModelTraits kOpenAiChat{};
+
+constexpr ModelFamily kModelFamilies[] = {
+    {"openai", "gpt-5-chat", kOpenAiChat},
+    {"openai", "gpt-5", kOpenAiReasoning},
+    {"openai", "o1", kOpenAiReasoning},
+    {"openai", "o3", kOpenAiReasoning},
+    {"openai", "o4", kOpenAiReasoning},
+};
+
+}  // namespace
+
+ModelTraits TraitsOfModel(std::string_view provider, std::string_view model) {
+  if (size_t slash = model.rfind('/'); slash != std::string_view::npos) {
+    model = model.substr(slash + 1);
+  }
+  for (const ModelFamily& family : kModelFamilies) {
+    if (family.provider == provider && model.starts_with(family.prefix)) return family.traits;
+  }
+  return ModelTraits{};
+}
+
+LlmFailureScope FailureScope(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOutOfRange:
+    case StatusCode::kDataLoss:
+    case StatusCode::kUnimplemented:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+      return LlmFailureScope::kReply;
+    default:
+      return LlmFailureScope::kRun;
+  }
+}
+
+bool IsContextLengthError(const Status& status) {
+  return status.code() == StatusCode::kOutOfRange &&
+         status.message().find("context length exceeded") != std::string::npos;
 }
 
 std::string_view ToString(LlmProvider provider) {

@@ -20,6 +20,10 @@ std::string_view ToString(MockFault fault) {
       return "malformed_json";
     case MockFault::kMissingFields:
       return "missing_fields";
+    case MockFault::kRefusal:
+      return "refusal";
+    case MockFault::kHang:
+      return "hang";
   }
   return "none";
 }
@@ -27,12 +31,12 @@ std::string_view ToString(MockFault fault) {
 StatusOr<MockFault> ParseMockFault(std::string_view name) {
   for (MockFault fault : {MockFault::kNone, MockFault::kHttpError, MockFault::kReset,
                           MockFault::kDisconnectMidBody, MockFault::kMalformedJson,
-                          MockFault::kMissingFields}) {
+                          MockFault::kMissingFields, MockFault::kRefusal, MockFault::kHang}) {
     if (ToString(fault) == name) return fault;
   }
   return InvalidArgumentError("unknown mock fault \"" + std::string(name) +
                               "\"; expected none, http_error, reset, disconnect_mid_body, "
-                              "malformed_json or missing_fields");
+                              "malformed_json, missing_fields, refusal or hang");
 }
 
 namespace llm {

@@ -21,6 +21,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -336,6 +337,17 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void Respond() {
+    if (plan_.fault == MockFault::kHang) {
+      // Holds the session (and the socket) until the client closes it or the
+      // server stops; the request stays counted as in progress.
+      hang_buffer_.clear();
+      net::async_read(stream_, hang_buffer_.prepare(1),
+                      [self = this->shared_from_this()](beast::error_code, size_t) {
+                        self->server_->RequestEnded();
+                        self->ForceClose();
+                      });
+      return;
+    }
     if (plan_.fault == MockFault::kReset) {
       server_->RequestEnded();
       // SO_LINGER with a zero timeout turns close() into a TCP reset.
@@ -388,6 +400,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   net::steady_timer timer_;
   Stream stream_;
   beast::flat_buffer buffer_;
+  beast::flat_buffer hang_buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> request_;
   http::response<http::string_body> response_;
@@ -485,6 +498,39 @@ Plan MockLlmServerImpl::Decide(const http::request<http::string_body>& request) 
     text += "\n";
     text += m.content;
   }
+  if (options_.strict) {
+    std::string why = openai ? llm::OpenAiConstraintViolation(request.body(), *parsed)
+                             : llm::AnthropicConstraintViolation(*parsed);
+    if (!why.empty()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      history_.push_back(MockRequest{openai ? "openai" : "anthropic", target, *parsed, !key.empty()});
+      while (history_.size() > options_.max_recorded_requests) history_.pop_front();
+      faults_.fetch_add(1);
+      return error(400, why);
+    }
+  }
+  if (options_.context_window_tokens > 0) {
+    const int64_t prompt = static_cast<int64_t>(text.size() / 4 + 1);
+    if (prompt + parsed->max_tokens > options_.context_window_tokens) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      history_.push_back(MockRequest{openai ? "openai" : "anthropic", target, *parsed, !key.empty()});
+      while (history_.size() > options_.max_recorded_requests) history_.pop_front();
+      faults_.fetch_add(1);
+      const std::string window = std::to_string(options_.context_window_tokens);
+      const std::string asked = std::to_string(prompt + parsed->max_tokens);
+      if (openai) {
+        plan.fault = MockFault::kHttpError;
+        plan.http_status = 400;
+        plan.body = llm::BuildOpenAiError(
+            400, "This model's maximum context length is " + window +
+                     " tokens. However, you requested " + asked +
+                     " tokens. Please reduce the length of the messages or completion.",
+            "context_length_exceeded");
+        return plan;
+      }
+      return error(400, "prompt is too long: " + asked + " tokens > " + window + " maximum");
+    }
+  }
 
   std::lock_guard<std::mutex> lock(mutex_);
   history_.push_back(MockRequest{openai ? "openai" : "anthropic", target, *parsed, !key.empty()});
@@ -532,6 +578,13 @@ Plan MockLlmServerImpl::Decide(const http::request<http::string_body>& request) 
                        : llm::BuildAnthropicError(reply.http_status, message);
     return plan;
   }
+  if (reply.fault == MockFault::kRefusal) {
+    plan.body = openai ? llm::BuildOpenAiRefusal("I'm sorry, but I can't help with that.",
+                                                 parsed->model)
+                       : llm::BuildAnthropicReply("", FinishReason::kOther, 20, 5, parsed->model);
+    return plan;
+  }
+  if (reply.fault == MockFault::kHang) return plan;
   if (reply.fault == MockFault::kMissingFields) {
     plan.body = openai ? R"({"id":"chatcmpl-mock","object":"chat.completion","model":")" +
                              parsed->model + "\"}"

@@ -101,9 +101,22 @@ Status ReadRequest(dom::element root, ChatRequest* request) {
         GetString(m, "content", "request.messages[].content", &message.content));
     request->messages.push_back(std::move(message));
   }
-  KSEARCH_RETURN_IF_ERROR(
-      GetDouble(r, "temperature", "request.temperature", &request->temperature));
+  // Absent or null: no temperature was sent.
+  dom::element temperature;
+  if (r["temperature"].get(temperature) == simdjson::SUCCESS && !temperature.is_null()) {
+    double value = 0;
+    KSEARCH_RETURN_IF_ERROR(GetDouble(r, "temperature", "request.temperature", &value));
+    request->temperature = value;
+  }
   KSEARCH_RETURN_IF_ERROR(GetInt(r, "max_tokens", "request.max_tokens", &request->max_tokens));
+  std::string_view effort;
+  if (r["reasoning_effort"].get_string().get(effort) == simdjson::SUCCESS) {
+    request->reasoning_effort.assign(effort);
+  }
+  int64_t thinking = 0;
+  if (r["thinking_budget_tokens"].get_int64().get(thinking) == simdjson::SUCCESS) {
+    request->thinking_budget_tokens = static_cast<int>(thinking);
+  }
   dom::array stop;
   if (r["stop"].get_array().get(stop) == simdjson::SUCCESS) {
     for (dom::element s : stop) {
@@ -171,11 +184,13 @@ std::string ExchangeToJsonLine(const LlmExchange& exchange) {
   json::object request{{"model", q.model},
                        {"system", q.system},
                        {"messages", std::move(messages)},
-                       {"temperature", q.temperature},
                        {"max_tokens", q.max_tokens},
                        {"stop", std::move(stop)},
                        {"timeout_seconds", q.timeout_seconds},
                        {"tag", q.tag}};
+  if (q.temperature) request["temperature"] = *q.temperature;
+  if (!q.reasoning_effort.empty()) request["reasoning_effort"] = q.reasoning_effort;
+  if (q.thinking_budget_tokens > 0) request["thinking_budget_tokens"] = q.thinking_budget_tokens;
   json::object line{{"version", kRecordingVersion},
                     {"provider", exchange.provider},
                     {"request_id", exchange.request_id},

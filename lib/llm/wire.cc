@@ -1,12 +1,16 @@
 #include "llm/wire.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include <boost/json.hpp>
 #include <simdjson.h>
+
+#include "llm/http_util.h"
 
 namespace ksearch::llm {
 namespace {
@@ -90,7 +94,7 @@ Status CheckContent(const ChatResponse& response, bool accept_truncated,
                            " bytes of content); raise max_tokens or ask for less");
   }
   if (response.content.empty()) {
-    return NotFoundError("reply has empty content (finish reason \"" + std::string(raw_finish) +
+    return DataLossError("reply has empty content (finish reason \"" + std::string(raw_finish) +
                          "\")");
   }
   return Status();
@@ -152,11 +156,15 @@ std::string SerializeOpenAiRequest(const ChatRequest& request, std::string_view 
   for (const ChatMessage& m : request.messages) {
     messages.emplace_back(json::object{{"role", ToString(m.role)}, {"content", m.content}});
   }
+  const ModelTraits traits = TraitsOfModel("openai", model);
   json::object body;
   body["model"] = model;
   body["messages"] = std::move(messages);
-  body["temperature"] = request.temperature;
-  body[max_tokens_field] = request.max_tokens;
+  if (request.temperature && traits.accepts_temperature) body["temperature"] = *request.temperature;
+  body[traits.reasoning ? traits.max_tokens_field : max_tokens_field] = request.max_tokens;
+  if (!request.reasoning_effort.empty() && traits.accepts_reasoning_effort) {
+    body["reasoning_effort"] = request.reasoning_effort;
+  }
   if (!request.stop.empty()) body["stop"] = StopArray(request.stop);
   return json::serialize(body);
 }
@@ -171,7 +179,12 @@ std::string SerializeAnthropicRequest(const ChatRequest& request, std::string_vi
   body["max_tokens"] = request.max_tokens;
   if (!request.system.empty()) body["system"] = request.system;
   body["messages"] = std::move(messages);
-  body["temperature"] = request.temperature;
+  if (request.thinking_budget_tokens > 0) {
+    body["thinking"] =
+        json::object{{"type", "enabled"}, {"budget_tokens", request.thinking_budget_tokens}};
+  } else if (request.temperature) {
+    body["temperature"] = *request.temperature;
+  }
   if (!request.stop.empty()) body["stop_sequences"] = StopArray(request.stop);
   return json::serialize(body);
 }
@@ -180,6 +193,7 @@ ReplyParse ParseOpenAiReply(std::string_view body, bool accept_truncated) {
   ReplyParse out;
   dom::element root;
   out.status = ParseDocument(body, &root);
+  out.retryable = !out.status.ok();
   if (!out.status.ok()) return out;
   if (!root.is_object()) {
     out.status = MissingField("a JSON object at the top level", "got another JSON value");
@@ -217,6 +231,11 @@ ReplyParse ParseOpenAiReply(std::string_view body, bool accept_truncated) {
     out.status = MissingField("choices[0].message.content", "a string or an array of parts");
     return out;
   }
+  std::string refusal;
+  if (ReadString(message, "refusal", &refusal) && !refusal.empty()) {
+    out.status = DataLossError("the model refused: " + Printable(refusal, 300));
+    return out;
+  }
   std::string finish;
   ReadString(choice, "finish_reason", &finish);
   if (finish.empty() || finish == "stop" || finish == "eos") {
@@ -234,6 +253,7 @@ ReplyParse ParseAnthropicReply(std::string_view body, bool accept_truncated) {
   ReplyParse out;
   dom::element root;
   out.status = ParseDocument(body, &root);
+  out.retryable = !out.status.ok();
   if (!out.status.ok()) return out;
   if (!root.is_object()) {
     out.status = MissingField("a JSON object at the top level", "got another JSON value");
@@ -270,6 +290,10 @@ ReplyParse ParseAnthropicReply(std::string_view body, bool accept_truncated) {
     out.response.finish_reason = FinishReason::kLength;
   } else if (stop == "stop_sequence") {
     out.response.finish_reason = FinishReason::kStopSequence;
+  } else if (stop == "refusal") {
+    out.status = DataLossError("the model refused (stop reason \"refusal\")");
+    out.response.finish_reason = FinishReason::kOther;
+    return out;
   } else {
     out.response.finish_reason = FinishReason::kOther;
   }
@@ -291,6 +315,40 @@ std::string ExtractErrorMessage(std::string_view body) {
   }
   if (body.empty()) return "(empty body)";
   return Printable(body, 300);
+}
+
+HttpErrorClass ClassifyHttpError(int http_status, std::string_view body) {
+  HttpErrorClass out;
+  out.code = StatusCodeForHttp(http_status);
+  out.retryable = IsRetryableHttpStatus(http_status);
+  std::string code_field, message;
+  dom::element root;
+  if (!body.empty() && ThreadParser().parse(body.data(), body.size()).get(root) ==
+                           simdjson::SUCCESS && root.is_object()) {
+    std::string_view text;
+    if (root["error"]["code"].get_string().get(text) == simdjson::SUCCESS) code_field = text;
+    if (code_field.empty() && root["error"]["type"].get_string().get(text) == simdjson::SUCCESS) {
+      code_field = text;
+    }
+  }
+  message = ExtractErrorMessage(body);
+  std::string lower = message;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto says = [&](std::string_view phrase) { return lower.find(phrase) != std::string::npos; };
+  if (code_field == "insufficient_quota" || says("exceeded your current quota") ||
+      says("credit balance is too low")) {
+    out.code = StatusCode::kFailedPrecondition;
+    out.retryable = false;
+    out.prefix = "quota or credit exhausted: ";
+  } else if (http_status == 400 || http_status == 413) {
+    if (code_field == "context_length_exceeded" || says("context length") ||
+        says("context window") || says("prompt is too long") || says("maximum context")) {
+      out.code = StatusCode::kOutOfRange;
+      out.retryable = false;
+      out.prefix = "context length exceeded: ";
+    }
+  }
+  return out;
 }
 
 namespace {
@@ -377,6 +435,7 @@ StatusOr<ChatRequest> ParseOpenAiRequest(std::string_view body) {
       ReadInt(root, "max_tokens", &max_tokens)) {
     request.max_tokens = static_cast<int>(max_tokens);
   }
+  ReadString(root, "reasoning_effort", &request.reasoning_effort);
   KSEARCH_RETURN_IF_ERROR(ParseStop(root, "stop", &request));
   return request;
 }
@@ -401,6 +460,14 @@ StatusOr<ChatRequest> ParseAnthropicRequest(std::string_view body) {
   double temperature = 1.0;
   if (root["temperature"].get_double().get(temperature) == simdjson::SUCCESS) {
     request.temperature = temperature;
+  }
+  dom::element thinking;
+  if (root["thinking"].get(thinking) == simdjson::SUCCESS && thinking.is_object()) {
+    int64_t budget = 0;
+    if (!ReadInt(thinking, "budget_tokens", &budget)) {
+      return InvalidArgumentError("thinking.budget_tokens: expected an integer");
+    }
+    request.thinking_budget_tokens = static_cast<int>(budget);
   }
   KSEARCH_RETURN_IF_ERROR(ParseStop(root, "stop_sequences", &request));
   return request;
@@ -436,13 +503,63 @@ std::string BuildAnthropicReply(std::string_view content, FinishReason finish,
   return json::serialize(body);
 }
 
-std::string BuildOpenAiError(int http_status, std::string_view message) {
+std::string BuildOpenAiRefusal(std::string_view refusal, std::string_view model) {
+  json::object message{{"role", "assistant"}, {"content", nullptr}, {"refusal", refusal}};
+  json::object choice{{"index", 0}, {"message", std::move(message)}, {"finish_reason", "stop"}};
+  json::object usage{{"prompt_tokens", 20}, {"completion_tokens", 10}, {"total_tokens", 30}};
+  json::object body{{"id", "chatcmpl-mock"}, {"object", "chat.completion"},
+                    {"model", model}, {"choices", json::array{std::move(choice)}},
+                    {"usage", std::move(usage)}};
+  return json::serialize(body);
+}
+
+std::string BuildOpenAiError(int http_status, std::string_view message, std::string_view code) {
   std::string_view type = http_status == 429   ? "rate_limit_exceeded"
                           : http_status == 401 ? "invalid_request_error"
                           : http_status >= 500 ? "server_error"
                                                : "invalid_request_error";
   json::object error{{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  if (!code.empty()) error["code"] = code;
   return json::serialize(json::object{{"error", std::move(error)}});
+}
+
+std::string OpenAiConstraintViolation(std::string_view body, const ChatRequest& request) {
+  const ModelTraits traits = TraitsOfModel("openai", request.model);
+  dom::element root;
+  if (ThreadParser().parse(body.data(), body.size()).get(root) != simdjson::SUCCESS) return "";
+  dom::element ignored;
+  const bool sent_max_tokens = root["max_tokens"].get(ignored) == simdjson::SUCCESS;
+  if (traits.reasoning) {
+    if (sent_max_tokens) {
+      return "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+             "'max_completion_tokens' instead.";
+    }
+    if (request.temperature && *request.temperature != 1.0) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%g", *request.temperature);
+      return std::string("Unsupported value: 'temperature' does not support ") + value +
+             " with this model. Only the default (1) value is supported.";
+    }
+  } else if (!request.reasoning_effort.empty()) {
+    return "Unrecognized request argument supplied: reasoning_effort";
+  }
+  return "";
+}
+
+std::string AnthropicConstraintViolation(const ChatRequest& request) {
+  // max_tokens is required: ParseAnthropicRequest already rejects its absence.
+  if (request.thinking_budget_tokens > 0) {
+    if (request.thinking_budget_tokens < 1024) {
+      return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024";
+    }
+    if (request.thinking_budget_tokens >= request.max_tokens) {
+      return "`max_tokens` must be greater than `thinking.budget_tokens`";
+    }
+    if (request.temperature && *request.temperature != 1.0) {
+      return "`temperature` may only be set to 1 when thinking is enabled";
+    }
+  }
+  return "";
 }
 
 std::string BuildAnthropicError(int http_status, std::string_view message) {

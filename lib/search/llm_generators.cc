@@ -6,6 +6,7 @@
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,23 +19,18 @@
 namespace ksearch {
 namespace {
 
-// Errors after which more requests cannot help: wrong key, model, URL or
-// provider, a replay that lacks the request, or a cancellation we did not ask
-// for. Everything else (the client has already retried transient failures)
-// costs one reply.
-bool IsFatal(StatusCode code) {
-  switch (code) {
-    case StatusCode::kUnauthenticated:
-    case StatusCode::kPermissionDenied:
-    case StatusCode::kNotFound:
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kFailedPrecondition:
-    case StatusCode::kUnimplemented:
-    case StatusCode::kCancelled:
-      return true;
-    default:
-      return false;
+// Whether a failed reply ends the search: FailureScope() (llm_client.h), and
+// an outage or time-out while no request of this client has succeeded yet
+// (the provider was never reachable: retrying each of the remaining
+// requests would only repeat the wait).
+bool EndsRun(const Status& status, const LlmClient& client) {
+  if (FailureScope(status) == LlmFailureScope::kRun) return true;
+  if (status.code() != StatusCode::kUnavailable &&
+      status.code() != StatusCode::kDeadlineExceeded) {
+    return false;
   }
+  LlmTotals totals = client.totals();
+  return totals.requests - totals.failures <= 0;
 }
 
 struct Usage {
@@ -43,14 +39,59 @@ struct Usage {
   double cost_usd = 0.0;
 };
 
-// Issues every request at once and waits for all replies. If `cancel` becomes
-// true the pending requests are cancelled and kCancelled is returned once
-// every callback has run (the callbacks reference shared state, so the wait
-// is only for tidiness, not safety).
-StatusOr<std::vector<StatusOr<ChatResponse>>> CompleteAll(LlmClient& client,
-                                                          std::vector<ChatRequest> requests,
-                                                          const std::atomic<bool>* cancel,
-                                                          Usage* usage) {
+// What a client has billed, followed reply by reply. A reply the client
+// rejected (truncated, empty, refused) carries no usage in its error, yet it
+// was billed and is in the client's totals() (LlmTotals counts it): so each
+// finished reply reports what the totals grew by since the last report. The
+// reports add up to exactly what the client billed, whatever the order
+// callbacks run in (a report may include a concurrent reply's cost, which the
+// next report then lacks). One tracker per client, shared by the generators
+// that use it (both generators usually share one client).
+class BillingTracker {
+ public:
+  explicit BillingTracker(const LlmClient& client) : client_(client), last_(client.totals()) {}
+
+  // Called on the client's thread once a reply has finished (clients count a
+  // reply in totals() before its callback runs).
+  GeneratorUsage Reply() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    LlmTotals now = client_.totals();
+    GeneratorUsage delta{std::max<int64_t>(0, now.input_tokens - last_.input_tokens),
+                         std::max<int64_t>(0, now.output_tokens - last_.output_tokens),
+                         std::max(0.0, now.cost_usd - last_.cost_usd)};
+    last_ = now;
+    return delta;
+  }
+
+  static std::shared_ptr<BillingTracker> For(const LlmClient& client) {
+    static std::mutex mutex;
+    static std::map<const LlmClient*, std::weak_ptr<BillingTracker>> trackers;
+    std::lock_guard<std::mutex> lock(mutex);
+    std::shared_ptr<BillingTracker> tracker = trackers[&client].lock();
+    if (!tracker) {
+      tracker = std::make_shared<BillingTracker>(client);
+      trackers[&client] = tracker;
+    }
+    return tracker;
+  }
+
+ private:
+  const LlmClient& client_;
+  std::mutex mutex_;
+  LlmTotals last_;
+};
+
+// Issues every request at once and waits for all replies. Each reply's usage
+// goes to `sink` as it arrives (on the client's thread; rejected but billed
+// replies included, through `billing`), or into `usage` when there is no
+// sink. If `cancel` becomes true the pending requests are cancelled; the
+// replies that had arrived are still returned (they are paid for), the
+// others are kCancelled.
+std::vector<StatusOr<ChatResponse>> CompleteAll(LlmClient& client,
+                                                std::vector<ChatRequest> requests,
+                                                const std::atomic<bool>* cancel,
+                                                const UsageSink& sink, Usage* usage,
+                                                const std::shared_ptr<BillingTracker>& billing) {
   struct Shared {
     std::mutex mutex;
     std::condition_variable done;
@@ -62,11 +103,18 @@ StatusOr<std::vector<StatusOr<ChatResponse>>> CompleteAll(LlmClient& client,
   shared->remaining = requests.size();
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < requests.size(); ++i) {
-    ids.push_back(client.Complete(std::move(requests[i]), [shared, i](StatusOr<ChatResponse> r) {
-      std::lock_guard<std::mutex> lock(shared->mutex);
-      shared->results[i] = std::move(r);
-      if (--shared->remaining == 0) shared->done.notify_all();
-    }));
+    ids.push_back(client.Complete(std::move(requests[i]),
+                                  [shared, i, sink, billing](StatusOr<ChatResponse> r) {
+                                    // On the client's I/O thread.
+                                    GeneratorUsage cost = billing->Reply();
+                                    if (sink && (cost.input_tokens > 0 || cost.output_tokens > 0 ||
+                                                 cost.cost_usd > 0)) {
+                                      sink(cost);
+                                    }
+                                    std::lock_guard<std::mutex> lock(shared->mutex);
+                                    shared->results[i] = std::move(r);
+                                    if (--shared->remaining == 0) shared->done.notify_all();
+                                  }));
   }
   bool cancelled = false;
   {
@@ -84,15 +132,44 @@ StatusOr<std::vector<StatusOr<ChatResponse>>> CompleteAll(LlmClient& client,
   }
   std::vector<StatusOr<ChatResponse>> out;
   for (auto& r : shared->results) {
-    if (r->ok()) {
+    if (r->ok() && !sink) {
       usage->input_tokens += (*r)->input_tokens;
       usage->output_tokens += (*r)->output_tokens;
       usage->cost_usd += (*r)->cost_usd;
     }
     out.push_back(std::move(*r));
   }
-  if (cancelled) return CancelledError("the search stopped while the model was writing");
   return out;
+}
+
+// CompleteAll, then once more with a shorter history for the requests that
+// a context-length 400 rejected. `build(history_limit)` renders all requests.
+std::vector<StatusOr<ChatResponse>> CompleteWithContextRetry(
+    LlmClient& client, const std::function<std::vector<ChatRequest>(int)>& build,
+    int history_limit, const std::atomic<bool>* cancel, const UsageSink& sink, Usage* usage,
+    const std::shared_ptr<BillingTracker>& billing) {
+  std::vector<StatusOr<ChatResponse>> replies =
+      CompleteAll(client, build(history_limit), cancel, sink, usage, billing);
+  std::vector<size_t> again;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    if (!replies[i].ok() && IsContextLengthError(replies[i].status())) again.push_back(i);
+  }
+  if (again.empty() || (cancel && cancel->load())) return replies;
+  std::vector<ChatRequest> shorter = build(history_limit / 4);
+  std::vector<ChatRequest> retry;
+  for (size_t i : again) retry.push_back(std::move(shorter[i]));
+  std::vector<StatusOr<ChatResponse>> second =
+      CompleteAll(client, std::move(retry), cancel, sink, usage, billing);
+  for (size_t k = 0; k < again.size(); ++k) {
+    if (second[k].ok()) {
+      replies[again[k]] = std::move(second[k]);
+    } else {
+      replies[again[k]] =
+          second[k].status().WithContext("again with a shorter history (" +
+                                         std::to_string(history_limit / 4) + " ideas)");
+    }
+  }
+  return replies;
 }
 
 std::string CategoryList(const std::vector<IdeaCategory>& categories, int count) {
@@ -201,7 +278,7 @@ StatusOr<std::vector<ParsedIdea>> ParseIdeas(std::string_view reply) {
 class LlmGeneratorBase {
  protected:
   LlmGeneratorBase(LlmClient& client, LlmGeneratorOptions options)
-      : client_(client), options_(std::move(options)) {}
+      : client_(client), options_(std::move(options)), billing_(BillingTracker::For(client)) {}
 
   std::string GeneratorName() const {
     return "llm:" + (options_.model.empty() ? client_.provider() : options_.model);
@@ -224,8 +301,8 @@ class LlmGeneratorBase {
   }
 
   ChatRequest MakeRequest(const std::map<std::string, std::string>& values,
-                          const std::string& user_template, double temperature,
-                          std::string tag) const {
+                          const std::string& user_template,
+                          const std::optional<double>& temperature, std::string tag) const {
     ChatRequest request;
     request.model = options_.model;
     request.system = internal::RenderTemplate(options_.prompts.system, values);
@@ -233,6 +310,8 @@ class LlmGeneratorBase {
         {ChatMessage::Role::kUser, internal::RenderTemplate(user_template, values)});
     request.temperature = temperature;
     request.max_tokens = options_.max_tokens;
+    request.reasoning_effort = options_.reasoning_effort;
+    request.thinking_budget_tokens = options_.thinking_budget_tokens;
     request.timeout_seconds = options_.timeout_seconds;
     request.tag = std::move(tag);
     return request;
@@ -240,6 +319,7 @@ class LlmGeneratorBase {
 
   LlmClient& client_;
   LlmGeneratorOptions options_;
+  std::shared_ptr<BillingTracker> billing_;
 };
 
 class LlmIdeaGenerator final : public IdeaGenerator, private LlmGeneratorBase {
@@ -254,24 +334,27 @@ class LlmIdeaGenerator final : public IdeaGenerator, private LlmGeneratorBase {
       return InvalidArgumentError("IdeaRequest needs a problem and a parent");
     }
     auto values = CommonValues(*request.problem, request.parent);
-    values["history"] = internal::RenderIdeaHistory(request.history, request.parent->candidate.id,
-                                                    options_.max_history_ideas);
     values["count"] = std::to_string(request.count);
     values["requested_categories"] = CategoryList(request.categories, request.count);
     values["round"] = std::to_string(request.round);
-    std::vector<ChatRequest> requests;
-    requests.push_back(MakeRequest(values, options_.prompts.ideas, options_.idea_temperature,
-                                   "ideas " + request.label));
+    auto build = [&](int history_limit) {
+      values["history"] = internal::RenderIdeaHistory(request.history,
+                                                      request.parent->candidate.id, history_limit);
+      std::vector<ChatRequest> requests;
+      requests.push_back(MakeRequest(values, options_.prompts.ideas, options_.idea_temperature,
+                                     "ideas " + request.label));
+      return requests;
+    };
     Usage usage;
-    KSEARCH_ASSIGN_OR_RETURN(auto replies,
-                             CompleteAll(client_, std::move(requests), request.cancel, &usage));
+    auto replies = CompleteWithContextRetry(client_, build, options_.max_history_ideas,
+                                            request.cancel, request.on_usage, &usage, billing_);
     IdeaResult result;
     result.input_tokens = usage.input_tokens;
     result.output_tokens = usage.output_tokens;
     result.cost_usd = usage.cost_usd;
     StatusOr<ChatResponse>& reply = replies.front();
     if (!reply.ok()) {
-      if (IsFatal(reply.status().code())) return reply.status();
+      if (EndsRun(reply.status(), client_)) return reply.status();
       result.notes = "idea request failed: " + reply.status().ToString();
       return result;
     }
@@ -312,64 +395,131 @@ class LlmBrancher final : public Brancher, private LlmGeneratorBase {
       return InvalidArgumentError("BranchRequest needs a problem, a parent and an idea");
     }
     auto values = CommonValues(*request.problem, request.parent);
-    values["history"] = internal::RenderIdeaHistory(request.history, request.parent->candidate.id,
-                                                    options_.max_history_ideas);
     values["idea"] = request.idea->text;
     values["idea_category"] = std::string(ToString(request.idea->category));
-    std::vector<ChatRequest> requests;
-    if (request.failed) {
-      values["failed_id"] = request.failed->candidate.id;
-      values["failed"] = internal::RenderKernel(request.failed->candidate);
-      values["failure"] = internal::RenderEvaluation(request.failed->evaluation);
-      requests.push_back(MakeRequest(values, options_.prompts.repair, options_.code_temperature,
-                                     "repair " + request.label));
-    } else {
-      values["branches"] = std::to_string(request.count);
-      for (int j = 0; j < request.count; ++j) {
-        values["branch"] = std::to_string(j + 1);
-        requests.push_back(MakeRequest(values, options_.prompts.branch, options_.code_temperature,
-                                       "branch " + request.label + ".b" + std::to_string(j)));
+    auto build = [&](int history_limit) {
+      values["history"] = internal::RenderIdeaHistory(request.history,
+                                                      request.parent->candidate.id, history_limit);
+      std::vector<ChatRequest> requests;
+      if (request.failed) {
+        values["failed_id"] = request.failed->candidate.id;
+        values["failed"] = internal::RenderKernel(request.failed->candidate);
+        values["failure"] = internal::RenderEvaluation(request.failed->evaluation);
+        requests.push_back(MakeRequest(values, options_.prompts.repair,
+                                       options_.code_temperature, "repair " + request.label));
+      } else {
+        values["branches"] = std::to_string(request.count);
+        for (int j = 0; j < request.count; ++j) {
+          values["branch"] = std::to_string(j + 1);
+          values["design_axis"] = internal::DesignAxis(j, request.count);
+          requests.push_back(MakeRequest(values, options_.prompts.branch,
+                                         options_.code_temperature,
+                                         "branch " + request.label + ".b" + std::to_string(j)));
+        }
       }
-    }
+      return requests;
+    };
     Usage usage;
-    KSEARCH_ASSIGN_OR_RETURN(auto replies,
-                             CompleteAll(client_, std::move(requests), request.cancel, &usage));
+    auto replies = CompleteWithContextRetry(client_, build, options_.max_history_ideas,
+                                            request.cancel, request.on_usage, &usage, billing_);
     BranchResult result;
     result.input_tokens = usage.input_tokens;
     result.output_tokens = usage.output_tokens;
     result.cost_usd = usage.cost_usd;
-    // Candidates keep their branch index (empty slots stay empty) so that the
-    // searcher's ids match the request's branch numbers.
+    // A reply that holds no usable kernel: the reason, or the candidate.
+    auto parse = [&](const ChatResponse& reply, std::vector<std::string>* repairs)
+        -> StatusOr<Candidate> {
+      KSEARCH_ASSIGN_OR_RETURN(KernelBlocks blocks, ExtractKernelBlocks(reply.content));
+      KSEARCH_ASSIGN_OR_RETURN(LaunchPlan plan, LaunchPlan::FromJson(blocks.launch_plan_json,
+                                                                      "the reply's launch plan"));
+      *repairs = std::move(blocks.repairs);
+      Candidate c;
+      c.source = std::move(blocks.cuda_source);
+      c.plan = std::move(plan);
+      c.compile_options = request.parent->candidate.compile_options;
+      return c;
+    };
+    std::vector<std::string> why(replies.size());
+    std::vector<std::vector<std::string>> repairs(replies.size());
+    result.candidates.resize(replies.size());
+    std::vector<size_t> reformat;  // replies worth one more request
     for (size_t j = 0; j < replies.size(); ++j) {
-      auto note = [&](const std::string& why) {
-        if (!result.notes.empty()) result.notes += "; ";
-        result.notes +=
-            (request.failed ? std::string("repair") : "branch " + std::to_string(j)) + ": " + why;
-      };
       StatusOr<ChatResponse>& reply = replies[j];
       if (!reply.ok()) {
-        if (IsFatal(reply.status().code())) return reply.status();
-        note("request failed: " + reply.status().ToString());
-        result.candidates.emplace_back();
+        if (reply.status().code() == StatusCode::kCancelled && request.cancel &&
+            request.cancel->load()) {
+          continue;  // the search stopped; no note needed
+        }
+        if (EndsRun(reply.status(), client_)) return reply.status();
+        why[j] = "request failed: " + reply.status().ToString();
+        // A reply cut at the output limit may fit when asked for code only.
+        if (reply.status().code() == StatusCode::kOutOfRange &&
+            !IsContextLengthError(reply.status())) {
+          reformat.push_back(j);
+        }
         continue;
       }
-      auto blocks = ExtractKernelBlocks(reply->content);
-      if (!blocks.ok()) {
-        note(blocks.status().message());
-        result.candidates.emplace_back();
-        continue;
+      StatusOr<Candidate> c = parse(*reply, &repairs[j]);
+      if (c.ok()) {
+        result.candidates[j] = std::move(*c);
+      } else {
+        why[j] = c.status().message();
+        reformat.push_back(j);
       }
-      auto plan = LaunchPlan::FromJson(blocks->launch_plan_json, "the reply's launch plan");
-      if (!plan.ok()) {
-        note(plan.status().message());
-        result.candidates.emplace_back();
-        continue;
+    }
+    // One more request per unusable reply, quoting what was wrong.
+    if (options_.reformat_attempts > 0 && !reformat.empty() &&
+        !(request.cancel && request.cancel->load())) {
+      std::vector<ChatRequest> again = build(options_.max_history_ideas);
+      std::vector<ChatRequest> asks;
+      for (size_t j : reformat) {
+        ChatRequest ask = again[j];
+        if (replies[j].ok()) {
+          ask.messages.push_back({ChatMessage::Role::kAssistant, replies[j]->content});
+        }
+        ask.messages.push_back(
+            {ChatMessage::Role::kUser,
+             "Your reply could not be used: " + why[j] +
+                 ". Reply again with only the complete kernel source in one ```cuda block "
+                 "(device code only: no host code, no main(), no PyTorch wrapper) and the "
+                 "complete launch plan in one ```json block, with no explanation."});
+        ask.tag += ".reformat";
+        asks.push_back(std::move(ask));
       }
-      Candidate c;
-      c.source = std::move(blocks->cuda_source);
-      c.plan = std::move(*plan);
-      c.compile_options = request.parent->candidate.compile_options;
-      result.candidates.push_back(std::move(c));
+      Usage more;
+      std::vector<StatusOr<ChatResponse>> second =
+          CompleteAll(client_, std::move(asks), request.cancel, request.on_usage, &more, billing_);
+      result.input_tokens += more.input_tokens;
+      result.output_tokens += more.output_tokens;
+      result.cost_usd += more.cost_usd;
+      for (size_t k = 0; k < reformat.size(); ++k) {
+        const size_t j = reformat[k];
+        if (!second[k].ok()) {
+          if (EndsRun(second[k].status(), client_) &&
+              second[k].status().code() != StatusCode::kCancelled) {
+            return second[k].status();
+          }
+          why[j] += "; asked again: " + second[k].status().message();
+          continue;
+        }
+        StatusOr<Candidate> c = parse(*second[k], &repairs[j]);
+        if (c.ok()) {
+          result.candidates[j] = std::move(*c);
+          repairs[j].insert(repairs[j].begin(), "asked again after: " + why[j]);
+          why[j].clear();
+        } else {
+          why[j] += "; asked again: " + c.status().message();
+        }
+      }
+    }
+    // Candidates keep their branch index (empty slots stay empty).
+    for (size_t j = 0; j < replies.size(); ++j) {
+      std::string text = why[j];
+      for (const std::string& r : repairs[j]) text += (text.empty() ? "salvaged: " : "; ") + r;
+      if (text.empty()) continue;
+      if (!result.notes.empty()) result.notes += "; ";
+      result.notes +=
+          (request.failed ? std::string("repair") : "branch " + std::to_string(j)) + ": " + text;
     }
     return result;
   }

@@ -24,6 +24,20 @@ uint64_t Fnv1a(std::string_view text) {
   return h;
 }
 
+constexpr std::string_view kSameKernel = "same kernel as ";
+constexpr std::string_view kNotJudgedAgain = ", not judged again: ";
+
+std::string DuplicateMessage(const std::string& original_id, const std::string& message) {
+  return std::string(kSameKernel) + original_id + std::string(kNotJudgedAgain) + message;
+}
+
+// The evaluation's own message, without a duplicate's prefix.
+std::string RawMessage(const std::string& message) {
+  if (!message.starts_with(kSameKernel)) return message;
+  size_t end = message.find(kNotJudgedAgain);
+  return end == std::string::npos ? message : message.substr(end + kNotJudgedAgain.size());
+}
+
 struct RoundIdea {
   Idea idea;
   const HistoryEntry* parent = nullptr;
@@ -156,6 +170,20 @@ class BranchRun {
   void Record(RoundState& rs, Pending pending, Evaluation evaluation);
   void FinishRound(RoundState& rs);
 
+  // Each reply's cost, as it arrives: the owner thread adds it and checks the
+  // budgets at once. Runs on any thread (it only posts to the mailbox).
+  UsageSink MakeUsageSink() {
+    return [this](const GeneratorUsage& u) {
+      mailbox_.Post([this, u] {
+        AddUsage(u);
+        CheckLimits();
+      });
+    };
+  }
+  // Rewrites the duplicates of this round so that each names the earliest
+  // candidate (by id) with its content, whatever order they arrived in.
+  void CanonicalizeDuplicates(RoundState& rs);
+
   template <typename Result>
   void AddUsage(const Result& r) {
     summary_.input_tokens += r.input_tokens;
@@ -278,6 +306,7 @@ void BranchRun::SubmitPropose(RoundState& rs, int seed_index) {
                                    static_cast<uint64_t>(seed_index));
   request.label = "r" + std::to_string(rs.round) + ".s" + std::to_string(seed_index);
   request.cancel = &generation_cancel_;
+  request.on_usage = MakeUsageSink();
   ++rs.outstanding_calls;
   pool_->Submit([this, &rs, seed_index, request] {
     StatusOr<IdeaResult> result = context_.ideas->Propose(request);
@@ -327,6 +356,7 @@ void BranchRun::SubmitBranch(RoundState& rs, RoundIdea& idea, const HistoryEntry
                                    failed ? 1 + Fnv1a(failed->candidate.id) : 0);
   request.label = failed ? failed->candidate.id + ".fix" : idea.idea.id;
   request.cancel = &generation_cancel_;
+  request.on_usage = MakeUsageSink();
   if (failed) ++summary_.repairs;
   ++rs.outstanding_calls;
   pool_->Submit([this, &rs, &idea, failed, request] {
@@ -378,8 +408,7 @@ void BranchRun::Submit(RoundState& rs, Pending pending) {
   if (branch_.skip_duplicates) {
     if (auto it = judged_.find(pending.hash); it != judged_.end()) {
       Evaluation copy = it->second.evaluation;
-      copy.message =
-          "same kernel as " + it->second.candidate.id + ", not judged again: " + copy.message;
+      copy.message = DuplicateMessage(it->second.candidate.id, RawMessage(copy.message));
       pending.is_duplicate = true;
       Record(rs, std::move(pending), std::move(copy));
       return;
@@ -409,13 +438,15 @@ void BranchRun::OnEvaluated(std::vector<Pending> batch, std::vector<Evaluation> 
     --rs.evaluations_in_flight;
     std::string hash = batch[i].hash;
     std::string id = batch[i].candidate.id;
+    // A resumed run's evaluator may answer from a stored duplicate's record.
+    results[i].message = RawMessage(results[i].message);
     Record(rs, std::move(batch[i]), std::move(results[i]));
     auto waiting = rs.in_flight.extract(hash);
     if (waiting.empty()) continue;
     const HistoryEntry& original = rs.entries.back();
     for (Pending& dup : waiting.mapped()) {
       Evaluation copy = original.evaluation;
-      copy.message = "same kernel as " + id + ", not judged again: " + copy.message;
+      copy.message = DuplicateMessage(id, copy.message);
       Record(rs, std::move(dup), std::move(copy));
     }
   }
@@ -445,10 +476,57 @@ void BranchRun::Record(RoundState& rs, Pending pending, Evaluation evaluation) {
   }
 }
 
+void BranchRun::CanonicalizeDuplicates(RoundState& rs) {
+  if (!branch_.skip_duplicates) return;
+  std::map<std::string, std::vector<HistoryEntry*>> groups;
+  for (HistoryEntry& e : rs.entries) groups[e.candidate.ContentHash()].push_back(&e);
+  for (auto& [hash, group] : groups) {
+    std::sort(group.begin(), group.end(), [](const HistoryEntry* a, const HistoryEntry* b) {
+      return internal::Earlier(a->candidate, b->candidate);
+    });
+    // A kernel judged before this round (an earlier round, or the starting
+    // kernel) stays the original.
+    auto earlier = judged_.find(hash);
+    const bool from_earlier_round =
+        earlier != judged_.end() &&
+        std::none_of(group.begin(), group.end(), [&](const HistoryEntry* e) {
+          return e->candidate.id == earlier->second.candidate.id;
+        });
+    if (group.size() < 2 && !from_earlier_round) continue;
+    const std::string original = from_earlier_round ? earlier->second.candidate.id
+                                                    : group.front()->candidate.id;
+    for (HistoryEntry* e : group) {
+      std::string raw = RawMessage(e->evaluation.message);
+      std::string canonical =
+          e->candidate.id == original ? raw : DuplicateMessage(original, raw);
+      if (canonical == e->evaluation.message) continue;
+      e->evaluation.message = std::move(canonical);
+      if (observers_.Revised(e->candidate, e->evaluation)) {
+        Stop(TerminationReason::kStoppedByObserver, true);
+      }
+    }
+    if (!from_earlier_round && group.front()->evaluation.status != EvalStatus::kCancelled) {
+      judged_.insert_or_assign(hash, *group.front());
+    }
+  }
+}
+
 void BranchRun::FinishRound(RoundState& rs) {
   std::sort(rs.ideas.begin(), rs.ideas.end(), [](const RoundIdea& a, const RoundIdea& b) {
     return std::tie(a.seed_index, a.index) < std::tie(b.seed_index, b.index);
   });
+  // Everything a later prompt reads is put in a canonical order first, so
+  // that the prompts are a function of the run's state and not of the order
+  // replies and evaluations arrived in (a resumed run then sends the same
+  // requests, and the store answers them).
+  CanonicalizeDuplicates(rs);
+  for (RoundIdea& ri : rs.ideas) {
+    std::sort(ri.entries.begin(), ri.entries.end(),
+              [](const HistoryEntry* a, const HistoryEntry* b) {
+                return internal::Earlier(a->candidate, b->candidate);
+              });
+    std::sort(ri.notes.begin(), ri.notes.end(), internal::NaturalLess);
+  }
   // Outcomes first: parents point into the committed history, which the
   // appends below may move.
   for (RoundIdea& ri : rs.ideas) {
@@ -540,6 +618,22 @@ SearchSummary BranchRun::Run() {
   }
   lane_.reset();
   pool_.reset();
+  // A run that ran out of work without a single idea never searched: every
+  // generator call came back empty (each reply failed: an unreachable or
+  // misconfigured model). That is a failure, not completion.
+  if (stop_.value_or(TerminationReason::kCompleted) == TerminationReason::kCompleted &&
+      summary_.ideas == 0 && summary_.rounds > 1) {
+    std::string why = "no generator call produced an idea in " +
+                      std::to_string(summary_.rounds - 1) + " rounds";
+    for (const std::string& note : summary_.notes) {
+      if (note.find("ideas: ") != std::string::npos) {
+        why += "; first: " + note;
+        break;
+      }
+    }
+    summary_.error = UnavailableError(why);
+    stop_ = TerminationReason::kFailed;
+  }
   summary_.termination = stop_.value_or(TerminationReason::kCompleted);
   summary_.wall_seconds = internal::SecondsSince(start_);
   return std::move(summary_);

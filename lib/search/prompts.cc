@@ -22,7 +22,7 @@ const std::set<std::string>& Allowed(std::string_view which) {
         "history", "count", "requested_categories", "round"}},
       {"branch",
        {"problem", "problem_name", "device", "contract", "categories", "parent_id", "parent",
-        "history", "idea", "idea_category", "branch", "branches"}},
+        "history", "idea", "idea_category", "branch", "branches", "design_axis"}},
       {"repair",
        {"problem", "problem_name", "device", "contract", "categories", "parent_id", "parent",
         "history", "idea", "idea_category", "failed_id", "failed", "failure"}},
@@ -246,11 +246,100 @@ std::string RenderIdeaHistory(const SearchHistory* history, const std::string& p
   return out;
 }
 
+namespace {
+
+// What each architecture offers a kernel writer, for the prompts: shared
+// memory per SM and the most one block may opt into, resident threads per SM,
+// and the features that change how a fast kernel is written. The first entry
+// whose cc is at most the device's applies (within the same major version).
+struct ArchFacts {
+  int cc = 0;  // major * 10 + minor
+  int shared_kib_per_sm = 0;
+  int shared_kib_per_block = 0;
+  int max_threads_per_sm = 0;
+  const char* features = "";
+};
+
+constexpr ArchFacts kArchFacts[] = {
+    {120, 100, 99, 1536,
+     "cp.async, TMA and thread-block clusters; mma.sync tensor cores (fp16/bf16/tf32/fp8/fp4); "
+     "no wgmma"},
+    {100, 228, 227, 2048,
+     "thread-block clusters, TMA, distributed shared memory, tcgen05 tensor cores with tensor "
+     "memory"},
+    {90, 228, 227, 2048,
+     "thread-block clusters (up to 8 portable, 16 opt-in), TMA (cp.async.bulk.tensor), "
+     "distributed shared memory, wgmma (warpgroup MMA, fp16/bf16/tf32/fp8), mma.sync"},
+    {89, 100, 99, 1536, "cp.async, mma.sync tensor cores (fp16/bf16/tf32/fp8); no TMA or wgmma"},
+    {86, 100, 99, 1536, "cp.async, mma.sync tensor cores (fp16/bf16/tf32); no TMA or wgmma"},
+    {80, 164, 163, 2048, "cp.async, mma.sync tensor cores (fp16/bf16/tf32/fp64); no TMA or wgmma"},
+    {75, 64, 64, 1024, "mma.sync tensor cores (fp16); no cp.async"},
+    {70, 96, 96, 2048, "wmma tensor cores (fp16); no cp.async"},
+};
+
+const ArchFacts* FactsFor(const DeviceInfo& device) {
+  const int cc = device.cc_major * 10 + device.cc_minor;
+  for (const ArchFacts& f : kArchFacts) {
+    if (f.cc <= cc && f.cc / 10 == device.cc_major) return &f;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::string RenderDevice(const DeviceInfo& device) {
   // A compile-only evaluator knows the target arch only.
   bool named = !device.name.empty() && device.name.find("compile-only") == std::string::npos;
-  if (!named) return device.cc_major ? device.Arch() : std::string("an NVIDIA GPU");
-  return device.name + " (" + device.Arch() + ")";
+  if (!named && !device.cc_major) return "an NVIDIA GPU";
+  std::string out = named ? device.name + " (" + device.Arch() + ")" : device.Arch();
+  char line[256];
+  if (device.multiprocessors > 0) {
+    std::snprintf(line, sizeof line, "\n- %d SMs", device.multiprocessors);
+    out += line;
+  }
+  if (const ArchFacts* f = FactsFor(device)) {
+    std::snprintf(line, sizeof line,
+                  "\n- per SM: %d KiB shared memory, 65536 32-bit registers (at most 255 per "
+                  "thread), %d resident threads; per block: at most %d KiB shared memory "
+                  "(above 48 KiB by opt-in, which the evaluator makes), 1024 threads",
+                  f->shared_kib_per_sm, f->max_threads_per_sm, f->shared_kib_per_block);
+    out += line;
+    out += "\n- features: ";
+    out += f->features;
+  }
+  if (device.l2_bytes > 0) {
+    std::snprintf(line, sizeof line, "\n- L2 cache: %.0f MiB",
+                  static_cast<double>(device.l2_bytes) / (1 << 20));
+    out += line;
+  }
+  if (device.peak_bandwidth_gbps > 0) {
+    std::snprintf(line, sizeof line, "\n- measured DRAM bandwidth: %.0f GB/s",
+                  device.peak_bandwidth_gbps);
+    out += line;
+  }
+  if (device.peak_gflops > 0) {
+    std::snprintf(line, sizeof line, "\n- measured fp32 FMA peak: %.1f TFLOP/s",
+                  device.peak_gflops / 1000.0);
+    out += line;
+  }
+  return out;
+}
+
+std::string DesignAxis(int branch, int branches) {
+  static constexpr const char* kAxes[] = {
+      "the tiling: how much work each thread and block owns (tile shapes, elements per thread)",
+      "the memory path: how data moves (vector widths, shared-memory staging, cp.async/TMA, "
+      "caching hints, layout of what is staged)",
+      "the parallel decomposition: which dimension maps to threads, warps and blocks (split "
+      "along the reduction, one warp per row, persistent blocks…)",
+      "the instruction mix: fewer instructions per output (warp shuffles, fused operations, "
+      "tensor-core instructions, cheaper math)",
+      "latency hiding: more independent work in flight (unrolling, multi-stage pipelines, "
+      "double buffering, occupancy)",
+      "the boldest variant you believe is correct: a different algorithm for the same result",
+  };
+  if (branches <= 1) return "your best judgment of every detail";
+  return kAxes[static_cast<size_t>(branch) % (sizeof kAxes / sizeof kAxes[0])];
 }
 
 }  // namespace internal

@@ -40,8 +40,15 @@ std::string RenderEntry(const HistoryEntry& entry);
 // `parent_id` first, each group most recent first. "(none yet)" when empty.
 std::string RenderIdeaHistory(const SearchHistory* history, const std::string& parent_id,
                               int max_ideas);
-// "NVIDIA H200 (sm_90)", or the arch alone when compile-only.
+// "NVIDIA H200 (sm_90)" (the arch alone when compile-only), then one line
+// each: SM count; shared memory, registers and threads per SM and per block
+// and the arch's features (clusters, TMA, wgmma…) from a table by compute
+// capability; L2 size; measured bandwidth and fp32 FMA peak where known.
 std::string RenderDevice(const DeviceInfo& device);
+// The design choice that branch `branch` (0-based) of `branches` should vary,
+// so that the branches of one idea diverge: tiling, memory path, parallel
+// decomposition, instruction mix, latency hiding, a bold variant.
+std::string DesignAxis(int branch, int branches);
 
 }  // namespace ksearch::internal
 

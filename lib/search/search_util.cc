@@ -256,6 +256,14 @@ bool Observers::Evaluated(const Candidate& candidate, const Evaluation& evaluati
   return stop;
 }
 
+bool Observers::Revised(const Candidate& candidate, const Evaluation& evaluation) {
+  bool stop = false;
+  for (SearchObserver* o : list_) {
+    stop |= o->OnEvaluationRevised(candidate, evaluation) == ObserverAction::kStop;
+  }
+  return stop;
+}
+
 bool Observers::NewBest(const Candidate& candidate, const Evaluation& evaluation) {
   bool stop = false;
   for (SearchObserver* o : list_) {

@@ -78,6 +78,7 @@ class Observers {
   bool RoundStart(int round, const std::vector<std::string>& seed_ids);
   bool IdeaProposed(const Idea& idea);
   bool Evaluated(const Candidate& candidate, const Evaluation& evaluation);
+  bool Revised(const Candidate& candidate, const Evaluation& evaluation);
   bool NewBest(const Candidate& candidate, const Evaluation& evaluation);
   bool RoundEnd(int round);
 

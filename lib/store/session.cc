@@ -63,6 +63,11 @@ ObserverAction RunRecorder::OnNewBest(const Candidate& candidate, const Evaluati
   return Check(store_.RecordBest(run_id_, candidate.id));
 }
 
+ObserverAction RunRecorder::OnEvaluationRevised(const Candidate& candidate,
+                                                const Evaluation& evaluation) {
+  return Check(store_.RecordEvaluation(run_id_, candidate, evaluation));
+}
+
 ObserverAction RunRecorder::OnRoundEnd(int round) { return Check(store_.RecordRoundEnd(run_id_, round)); }
 
 Status RunRecorder::status() const {

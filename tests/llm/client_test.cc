@@ -165,7 +165,7 @@ TEST_P(LlmClientTest, SendsModelSystemPromptTemperatureLimitsAndStopSequences) {
   ASSERT_EQ(seen[0].request.messages.size(), 3u);
   EXPECT_EQ(seen[0].request.messages[1].role, ChatMessage::Role::kAssistant);
   EXPECT_EQ(seen[0].request.messages[2].content, "go on");
-  EXPECT_DOUBLE_EQ(seen[0].request.temperature, 0.25);
+  EXPECT_EQ(seen[0].request.temperature, 0.25);
   EXPECT_EQ(seen[0].request.max_tokens, 512);
   EXPECT_EQ(seen[0].request.stop, request.stop);
 }
@@ -313,15 +313,30 @@ TEST_P(LlmClientTest, ReportsDeadlineExceededWhenEveryAttemptIsSlow) {
   EXPECT_NE(result.status().message().find("no reply within"), std::string::npos);
 }
 
-TEST_P(LlmClientTest, MalformedJsonIsDataLossAndNotRetried) {
+TEST_P(LlmClientTest, MalformedJsonIsRetriedAsATransientFault) {
   mock_->Enqueue(Fault(MockFault::kMalformedJson));
   auto client = MakeClient(Options());
+  ASSERT_NE(client, nullptr);
+  StatusOr<ChatResponse> result = CompleteAndWait(*client, Ask("hello"));
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->attempts, 2);
+  EXPECT_EQ(mock_->counters().requests, 2);
+}
+
+TEST_P(LlmClientTest, MalformedJsonEveryTimeIsDataLossAfterTheRetries) {
+  MockReply bad = Fault(MockFault::kMalformedJson);
+  bad.repeat = 10;
+  mock_->Enqueue(bad);
+  HttpLlmClient::Options options = Options();
+  options.retry.max_attempts = 3;
+  auto client = MakeClient(options);
   ASSERT_NE(client, nullptr);
   StatusOr<ChatResponse> result = CompleteAndWait(*client, Ask("hello"));
   EXPECT_EQ(result.status().code(), StatusCode::kDataLoss) << result.status().ToString();
   EXPECT_NE(result.status().message().find(ProviderName() + ": malformed JSON"),
             std::string::npos);
-  EXPECT_EQ(mock_->counters().requests, 1);
+  EXPECT_EQ(mock_->counters().requests, 3);
+  EXPECT_EQ(FailureScope(result.status()), LlmFailureScope::kReply);
 }
 
 TEST_P(LlmClientTest, MissingFieldsAreUnimplemented) {
@@ -332,15 +347,16 @@ TEST_P(LlmClientTest, MissingFieldsAreUnimplemented) {
   EXPECT_EQ(result.status().code(), StatusCode::kUnimplemented) << result.status().ToString();
 }
 
-TEST_P(LlmClientTest, EmptyContentIsNotFound) {
+TEST_P(LlmClientTest, EmptyContentIsDataLoss) {
   MockReply empty;
   empty.content = "";
   mock_->Enqueue(empty);
   auto client = MakeClient(Options());
   ASSERT_NE(client, nullptr);
   StatusOr<ChatResponse> result = CompleteAndWait(*client, Ask("hello"));
-  EXPECT_EQ(result.status().code(), StatusCode::kNotFound) << result.status().ToString();
+  EXPECT_EQ(result.status().code(), StatusCode::kDataLoss) << result.status().ToString();
   EXPECT_NE(result.status().message().find("empty content"), std::string::npos);
+  EXPECT_EQ(mock_->counters().requests, 1);  // the model's answer: not retried
 }
 
 TEST_P(LlmClientTest, TruncatedReplyIsOutOfRangeButItsTokensAreCounted) {

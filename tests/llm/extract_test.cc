@@ -27,11 +27,34 @@ TEST(ExtractKernelBlocks, TakesTheSourceAndThePlan) {
 
 TEST(ExtractKernelBlocks, MissingSourceSaysSoAndPointsAtAnUntaggedBlock) {
   StatusOr<KernelBlocks> blocks =
-      ExtractKernelBlocks("```\n__global__ void k() {}\n```\n```json\n{}\n```\n");
+      ExtractKernelBlocks("```\nvoid k() {}\n```\n```json\n{}\n```\n");
   ASSERT_EQ(blocks.status().code(), StatusCode::kNotFound);
   EXPECT_NE(blocks.status().message().find("no ```cuda block"), std::string::npos);
   EXPECT_NE(blocks.status().message().find("untagged block at line 1"), std::string::npos)
       << blocks.status().message();
+}
+
+TEST(ExtractKernelBlocks, AnUntaggedBlockWithAKernelIsTheSource) {
+  StatusOr<KernelBlocks> blocks = ExtractKernelBlocks(
+      "```\nextern \"C\" __global__ void k() {}\n```\n```json\n{\"launches\": []}\n```\n");
+  ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
+  EXPECT_EQ(blocks->cuda_source, "extern \"C\" __global__ void k() {}\n");
+}
+
+TEST(StripJsonComments, KeepsStringsAndDropsCommentsAndTrailingCommas) {
+  EXPECT_EQ(StripJsonComments("{\"a\": \"// not a comment, }\", // one\n \"b\": [1, 2,],}"),
+            "{\"a\": \"// not a comment, }\", \n \"b\": [1, 2]}");
+  EXPECT_EQ(StripJsonComments("/* lead */{\"x\": 1 /* mid */}"), " {\"x\": 1  }");
+}
+
+TEST(SanitizeKernelSource, KeepsDeviceCodeAndTemplatesAsTheyAre) {
+  std::vector<std::string> changes;
+  const std::string source =
+      "#include <cuda_fp16.h>\n#define N 4\ntemplate <int B>\n__global__ void t(float* y) {}\n"
+      "struct S { __device__ int f() const { return 1; } };\n__constant__ float c[2] = {1, 2};\n"
+      "extern \"C\" __global__ void k(float* y) { y[0] = \"}\"[0]; }\n";
+  EXPECT_EQ(SanitizeKernelSource(source, &changes), source);
+  EXPECT_TRUE(changes.empty()) << changes.front();
 }
 
 TEST(ExtractKernelBlocks, MissingPlanSaysSo) {

@@ -45,13 +45,24 @@ TEST(OpenAiReply, MissingChoicesIsUnimplementedAndNamesTheField) {
   EXPECT_EQ(parsed.status.code(), StatusCode::kUnimplemented);
 }
 
-TEST(OpenAiReply, EmptyOrNullContentIsNotFound) {
+TEST(OpenAiReply, EmptyNullOrRefusedContentIsDataLossForThisReplyOnly) {
   ReplyParse parsed = ParseOpenAiReply(
       R"({"choices": [{"message": {"content": ""}, "finish_reason": "stop"}]})", false);
-  EXPECT_EQ(parsed.status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(parsed.status.code(), StatusCode::kDataLoss);
+  EXPECT_FALSE(parsed.retryable);
+  EXPECT_EQ(FailureScope(parsed.status), LlmFailureScope::kReply);
   parsed = ParseOpenAiReply(
       R"({"choices": [{"message": {"content": null}, "finish_reason": "stop"}]})", false);
-  EXPECT_EQ(parsed.status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(parsed.status.code(), StatusCode::kDataLoss);
+  parsed = ParseOpenAiReply(R"({"choices": [{"message": {"content": null,
+      "refusal": "I can't help with that."}, "finish_reason": "stop"}],
+      "usage": {"prompt_tokens": 7, "completion_tokens": 3}})",
+                            false);
+  EXPECT_EQ(parsed.status.code(), StatusCode::kDataLoss);
+  EXPECT_NE(parsed.status.message().find("refused: I can't help"), std::string::npos);
+  EXPECT_TRUE(parsed.usage_found);  // a refusal is billed
+  parsed = ParseOpenAiReply(R"({"choices": [)", false);
+  EXPECT_TRUE(parsed.retryable);  // not JSON: a transport fault
 }
 
 TEST(OpenAiReply, LengthFinishIsOutOfRangeUnlessAccepted) {
@@ -98,7 +109,11 @@ TEST(AnthropicReply, DistinguishesEachFailure) {
             StatusCode::kUnimplemented);
   EXPECT_EQ(ParseAnthropicReply(R"({"content": [], "stop_reason": "end_turn"})", false)
                 .status.code(),
-            StatusCode::kNotFound);
+            StatusCode::kDataLoss);
+  EXPECT_NE(ParseAnthropicReply(R"({"content": [], "stop_reason": "refusal"})", false)
+                .status.message()
+                .find("refused"),
+            std::string::npos);
   EXPECT_EQ(ParseAnthropicReply(
                 R"({"content": [{"type": "text", "text": "x"}], "stop_reason": "max_tokens"})",
                 false)
@@ -136,7 +151,9 @@ void ExpectSameRequest(const ChatRequest& a, const ChatRequest& b) {
     EXPECT_EQ(a.messages[i].role, b.messages[i].role);
     EXPECT_EQ(a.messages[i].content, b.messages[i].content);
   }
-  EXPECT_DOUBLE_EQ(a.temperature, b.temperature);
+  EXPECT_EQ(a.temperature, b.temperature);
+  EXPECT_EQ(a.reasoning_effort, b.reasoning_effort);
+  EXPECT_EQ(a.thinking_budget_tokens, b.thinking_budget_tokens);
   EXPECT_EQ(a.max_tokens, b.max_tokens);
   EXPECT_EQ(a.stop, b.stop);
 }

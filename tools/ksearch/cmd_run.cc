@@ -6,11 +6,14 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_util.h"
@@ -149,6 +152,16 @@ struct RunArgs {
   bool reopen = false;
   // Set on `resume`: budget flags and values that replace the recorded ones.
   std::vector<std::pair<std::string, std::string>> overrides;
+  // The model's settings (docs/llm.md). --idea-llm / --branch-llm take the
+  // same forms as --llm and default to it.
+  std::string idea_llm;
+  std::string branch_llm;
+  int max_output_tokens = 0;  // 0: LlmGeneratorOptions' default
+  std::optional<double> temperature;
+  std::string reasoning_effort;
+  int thinking_budget = 0;
+  double llm_timeout = 240.0;
+  int llm_attempts = 5;
 };
 
 std::string JsonString(std::string_view text) {
@@ -187,15 +200,35 @@ std::string JsonString(std::string_view text) {
 // round otherwise (logs, CI).
 class Progress final : public SearchObserver {
  public:
-  Progress(bool quiet, const LlmClient* client)
-      : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0), client_(client) {}
+  // `clients` are summed on the line; `http` (may be empty) add requests in
+  // flight, retries and waits. On a terminal a ticker thread redraws the line
+  // every second, so that the elapsed time moves while the model thinks.
+  Progress(bool quiet, std::vector<const LlmClient*> clients,
+           std::vector<const HttpLlmClient*> http)
+      : quiet_(quiet),
+        tty_(::isatty(STDERR_FILENO) != 0),
+        clients_(std::move(clients)),
+        http_(std::move(http)) {
+    if (tty_ && !quiet_) {
+      ticker_ = std::thread([this] {
+        std::unique_lock<std::mutex> lock(mutex_);
+        while (!stop_) {
+          tick_.wait_for(lock, std::chrono::seconds(1));
+          if (!stop_) PrintLocked(false);
+        }
+      });
+    }
+  }
+  ~Progress() override { StopTicker(); }
 
   ObserverAction OnRoundStart(int round, const std::vector<std::string>&) override {
+    std::lock_guard<std::mutex> lock(mutex_);
     round_ = round;
-    Print(false);
+    PrintLocked(false);
     return ObserverAction::kContinue;
   }
   ObserverAction OnCandidateEvaluated(const Candidate&, const Evaluation& e) override {
+    std::lock_guard<std::mutex> lock(mutex_);
     ++evaluated_;
     if (e.status == EvalStatus::kCompiled) {
       ++compiled_;
@@ -204,10 +237,11 @@ class Progress final : public SearchObserver {
     } else {
       ++failed_;
     }
-    if (tty_) Print(false);
+    if (tty_) PrintLocked(false);
     return ObserverAction::kContinue;
   }
   ObserverAction OnNewBest(const Candidate& c, const Evaluation& e) override {
+    std::lock_guard<std::mutex> lock(mutex_);
     best_ = c.id;
     best_ms_ = e.timing ? e.timing->median_ms : 0.0;
     if (e.speedup) {
@@ -217,15 +251,27 @@ class Progress final : public SearchObserver {
     return ObserverAction::kContinue;
   }
   ObserverAction OnRoundEnd(int) override {
-    Print(true);
+    std::lock_guard<std::mutex> lock(mutex_);
+    PrintLocked(true);
     return ObserverAction::kContinue;
   }
   void Finish() {
+    StopTicker();
     if (tty_ && !quiet_) std::fprintf(stderr, "\n");
   }
 
  private:
-  void Print(bool round_done) {
+  void StopTicker() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    tick_.notify_all();
+    if (ticker_.joinable()) ticker_.join();
+  }
+
+  // With mutex_ held (observer callbacks and the ticker both print).
+  void PrintLocked(bool round_done) {
     if (quiet_) return;
     if (!tty_ && !round_done) return;
     double seconds =
@@ -237,11 +283,36 @@ class Progress final : public SearchObserver {
     } else if (!best_.empty()) {
       std::snprintf(best, sizeof(best), "best compiled %s (never run)", best_.c_str());
     }
-    char llm[96] = "";
-    if (client_) {
-      LlmTotals t = client_->totals();
-      std::snprintf(llm, sizeof(llm), " | %lld tokens, $%.4f",
-                    static_cast<long long>(t.input_tokens + t.output_tokens), t.cost_usd);
+    char llm[192] = "";
+    if (!clients_.empty()) {
+      LlmTotals t;
+      for (const LlmClient* c : clients_) {
+        LlmTotals one = c->totals();
+        t.input_tokens += one.input_tokens;
+        t.output_tokens += one.output_tokens;
+        t.cost_usd += one.cost_usd;
+      }
+      HttpLlmClient::Stats s;
+      for (const HttpLlmClient* h : http_) {
+        HttpLlmClient::Stats one = h->stats();
+        s.in_flight += one.in_flight;
+        s.queued += one.queued;
+        s.waiting_to_retry += one.waiting_to_retry;
+        s.retries += one.retries;
+        s.timeouts += one.timeouts;
+        s.last_retry_delay_seconds = std::max(s.last_retry_delay_seconds,
+                                              one.last_retry_delay_seconds);
+      }
+      int n = std::snprintf(llm, sizeof(llm), " | %lld tokens, $%.4f",
+                            static_cast<long long>(t.input_tokens + t.output_tokens), t.cost_usd);
+      if (!http_.empty() && n > 0 && static_cast<size_t>(n) < sizeof(llm)) {
+        std::snprintf(llm + n, sizeof(llm) - static_cast<size_t>(n),
+                      " | LLM %d in flight, %d queued, %d waiting to retry (%lld retries, "
+                      "%lld time-outs, last wait %.1f s)",
+                      s.in_flight, s.queued - s.waiting_to_retry, s.waiting_to_retry,
+                      static_cast<long long>(s.retries), static_cast<long long>(s.timeouts),
+                      s.last_retry_delay_seconds);
+      }
     }
     char counts[96];
     if (compiled_ > 0) {
@@ -257,7 +328,12 @@ class Progress final : public SearchObserver {
 
   bool quiet_;
   bool tty_;
-  const LlmClient* client_;
+  std::vector<const LlmClient*> clients_;
+  std::vector<const HttpLlmClient*> http_;
+  std::mutex mutex_;
+  std::condition_variable tick_;
+  bool stop_ = false;
+  std::thread ticker_;
   int round_ = 0, evaluated_ = 0, ok_ = 0, compiled_ = 0, failed_ = 0;
   std::string best_, baseline_;
   double best_ms_ = 0.0, speedup_ = 0.0;
@@ -274,18 +350,20 @@ struct LlmSetup {
   std::unique_ptr<LlmClient> client;
   std::unique_ptr<LlmClient> recorded;  // the run's store in front of `client`
   std::string model;
+  HttpLlmClient* http = nullptr;  // `client`, when it is one
 
   LlmClient* active() const { return recorded ? recorded.get() : client.get(); }
 };
 
-StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const Problem& problem, RunSession* session) {
+StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const Problem& problem,
+                           RunSession* session) {
   LlmSetup setup;
-  std::string spec = args.llm;
   std::string kind = spec.substr(0, spec.find(':'));
   std::string rest = spec.find(':') == std::string::npos ? "" : spec.substr(spec.find(':') + 1);
   HttpLlmClient::Options options;
   options.base_url = args.base_url;
   options.max_in_flight = args.max_in_flight;
+  options.retry.max_attempts = args.llm_attempts;
   if (!args.prices.empty()) {
     KSEARCH_ASSIGN_OR_RETURN(options.prices, PriceTable::Load(args.prices));
   }
@@ -316,6 +394,14 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const Problem& problem, RunSessi
     if (rest.empty()) return InvalidArgumentError("--llm " + kind + ":MODEL needs a model name");
     KSEARCH_ASSIGN_OR_RETURN(options.provider, ParseLlmProvider(kind));
     setup.model = rest;
+    if (args.budget_usd > 0 && options.prices.Find(rest) == nullptr) {
+      return InvalidArgumentError(
+          "--budget-usd: " +
+          (args.prices.empty() ? std::string("no --prices table given")
+                               : "the price table " + args.prices + " has no price") +
+          " for model " + rest + ", so every request would cost $0 and the budget never end the "
+          "run (docs/llm.md shows the format)");
+    }
   } else {
     return InvalidArgumentError(
         "--llm " + spec + ": expected openai:MODEL, anthropic:MODEL, mock, replay:FILE or catalog");
@@ -323,6 +409,7 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const Problem& problem, RunSessi
   if (!setup.client) {
     options.default_model = setup.model;
     KSEARCH_ASSIGN_OR_RETURN(auto client, HttpLlmClient::Create(std::move(options)));
+    setup.http = client.get();
     setup.client = std::move(client);
   }
   if (session) {
@@ -579,33 +666,52 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
   if (args.strategy == "tune" && !args.llm.empty()) {
     std::cerr << "ksearch: note: --llm is for --strategy branch or refine; tune needs no model\n";
   }
-  if (args.budget_usd > 0 && args.prices.empty() &&
-      (args.llm.starts_with("openai:") || args.llm.starts_with("anthropic:"))) {
-    std::cerr << "ksearch: note: --budget-usd without --prices: every request costs $0, so the "
-                 "money budget never ends the run\n";
-  }
-
-  // The generators: a language model, or the offline catalog.
-  LlmSetup llm;
+  // The generators: a language model (one for ideas and one for branches
+  // when --idea-llm / --branch-llm differ), or the offline catalog.
+  LlmSetup idea_llm, branch_llm;
   std::unique_ptr<IdeaGenerator> ideas;
   std::unique_ptr<Brancher> brancher;
-  bool use_llm = args.strategy != "tune" && !args.llm.empty() && args.llm != "catalog";
+  const std::string idea_spec = args.idea_llm.empty() ? args.llm : args.idea_llm;
+  const std::string branch_spec = args.branch_llm.empty() ? args.llm : args.branch_llm;
+  bool use_llm = args.strategy != "tune" && !idea_spec.empty() && idea_spec != "catalog" &&
+                 !branch_spec.empty() && branch_spec != "catalog";
   if (use_llm) {
-    auto setup = MakeLlm(args, problem, session);
-    if (!setup.ok()) return ReportError(setup.status());
-    llm = std::move(*setup);
     LlmGeneratorOptions gen;
-    gen.model = llm.model;
+    if (args.max_output_tokens > 0) gen.max_tokens = args.max_output_tokens;
+    if (args.thinking_budget > 0 && args.thinking_budget >= gen.max_tokens) {
+      return ReportError(InvalidArgumentError(
+          "--thinking-budget " + std::to_string(args.thinking_budget) +
+          " must be below --max-output-tokens (" + std::to_string(gen.max_tokens) +
+          "): thinking counts toward the output limit"));
+    }
+    gen.idea_temperature = args.temperature;
+    gen.code_temperature = args.temperature;
+    gen.reasoning_effort = args.reasoning_effort;
+    gen.thinking_budget_tokens = args.thinking_budget;
+    gen.timeout_seconds = args.llm_timeout;
+    gen.reformat_attempts = 1;
     if (!args.prompts.empty()) {
       auto prompts = PromptTemplates::Load(args.prompts);
       if (!prompts.ok()) return ReportError(prompts.status());
       gen.prompts = std::move(*prompts);
     }
-    auto made_ideas = MakeLlmIdeaGenerator(*llm.active(), gen);
+    auto setup = MakeLlm(args, idea_spec, problem, session);
+    if (!setup.ok()) return ReportError(setup.status());
+    idea_llm = std::move(*setup);
+    gen.model = idea_llm.model;
+    auto made_ideas = MakeLlmIdeaGenerator(*idea_llm.active(), gen);
     if (!made_ideas.ok()) return ReportError(made_ideas.status());
-    auto made_brancher = MakeLlmBrancher(*llm.active(), gen);
-    if (!made_brancher.ok()) return ReportError(made_brancher.status());
     ideas = std::move(*made_ideas);
+    LlmClient* branch_client = idea_llm.active();
+    if (branch_spec != idea_spec) {
+      setup = MakeLlm(args, branch_spec, problem, session);
+      if (!setup.ok()) return ReportError(setup.status());
+      branch_llm = std::move(*setup);
+      branch_client = branch_llm.active();
+      gen.model = branch_llm.model;
+    }
+    auto made_brancher = MakeLlmBrancher(*branch_client, gen);
+    if (!made_brancher.ok()) return ReportError(made_brancher.status());
     brancher = std::move(*made_brancher);
   } else if (args.strategy != "tune") {
     ideas = MakeCatalogIdeaGenerator();
@@ -651,7 +757,13 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
     tune.method = *ParseTuneMethod(args.tune_method);
     searcher = MakeParameterTuneSearch(options, tune);
   }
-  Progress progress(args.json, llm.active());
+  std::vector<const LlmClient*> clients;
+  std::vector<const HttpLlmClient*> http;
+  for (const LlmSetup* setup : {&idea_llm, &branch_llm}) {
+    if (setup->active()) clients.push_back(setup->active());
+    if (setup->http) http.push_back(setup->http);
+  }
+  Progress progress(args.json, std::move(clients), std::move(http));
   SearchContext context;
   context.problem = &problem;
   context.evaluator = &evaluator;
@@ -684,7 +796,8 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
     }
   }
   std::vector<LlmExchange> exchanges;
-  if (store && llm.client) {
+  const bool any_llm = idea_llm.active() != nullptr || branch_llm.active() != nullptr;
+  if (store && any_llm) {
     // This session's live requests (replayed ones were paid for earlier).
     auto recorded_exchanges = store->LoadExchanges(session->run_id());
     if (recorded_exchanges.ok()) {
@@ -693,13 +806,35 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
       }
     }
   }
-  TimeSplit time = SplitTime(*summary, exchanges, store != nullptr || !llm.client);
+  TimeSplit time = SplitTime(*summary, exchanges, store != nullptr || !any_llm);
   if (args.json) {
     PrintJson(*summary, session ? session->run_id() : 0, time);
   } else {
     std::cout << summary->FullReport() << TimeSplitText(*summary, time);
     if (std::string why; args.unsandboxed_compile && !CompileConfinementAvailable(&why)) {
       std::cout << "compiles: UNCONFINED (--unsandboxed-compile; " << why << ")\n";
+    }
+    // What the provider billed, replies the search could not use included
+    // (refused, empty, truncated): the summary counts the usable ones.
+    LlmTotals billed;
+    for (const LlmSetup* setup : {&idea_llm, &branch_llm}) {
+      if (!setup->active()) continue;
+      LlmTotals t = setup->active()->totals();
+      billed.requests += t.requests;
+      billed.failures += t.failures;
+      billed.input_tokens += t.input_tokens;
+      billed.output_tokens += t.output_tokens;
+      billed.cost_usd += t.cost_usd;
+    }
+    if (billed.requests > 0) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "billed: %lld requests (%lld failed), tokens in %lld, out %lld; cost $%.4f\n",
+                    static_cast<long long>(billed.requests),
+                    static_cast<long long>(billed.failures),
+                    static_cast<long long>(billed.input_tokens),
+                    static_cast<long long>(billed.output_tokens), billed.cost_usd);
+      std::cout << line;
     }
     if (summary->best) {
       std::cout << "best plan:\n" << IndentJson(summary->best->candidate.plan.ToJson()) << "\n";
@@ -847,6 +982,33 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
   cmd.add_option("--prompts", args.prompts,
                  "folder of prompt templates overriding the built-in ones");
   cmd.add_option("--mock-script", args.mock_script, "with --llm mock: a mock script (docs/llm.md)");
+  // The model's settings, together (docs/llm.md has the providers' rules).
+  cmd.add_option("--idea-llm", args.idea_llm,
+                 "the model that writes ideas, in --llm's forms (default: --llm)");
+  cmd.add_option("--branch-llm", args.branch_llm,
+                 "the model that writes implementations and repairs (default: --llm)");
+  cmd.add_option("--max-output-tokens", args.max_output_tokens,
+                 "output tokens per reply at most, reasoning included (default 16384)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--temperature", args.temperature,
+                 "sampling temperature (default: none sent, the provider's default; never sent "
+                 "to OpenAI reasoning models or with --thinking-budget)")
+      ->check(CLI::Range(0.0, 2.0));
+  cmd.add_option("--reasoning-effort", args.reasoning_effort,
+                 "OpenAI reasoning models (o1, o3, o4, gpt-5): minimal, low, medium or high")
+      ->check(CLI::IsMember({"minimal", "low", "medium", "high"}));
+  cmd.add_option("--thinking-budget", args.thinking_budget,
+                 "Anthropic extended thinking: budget_tokens (>= 1024, below "
+                 "--max-output-tokens)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--llm-timeout", args.llm_timeout,
+                 "seconds per LLM attempt until the whole reply is read")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--llm-attempts", args.llm_attempts,
+                 "attempts per LLM request, the first included (time-outs: at most 2)")
+      ->check(CLI::Range(1, 20))
+      ->capture_default_str();
   cmd.add_option("--rounds", args.rounds,
                  "rounds to run (0: until another budget ends; default 6, unlimited when "
                  "--budget-minutes, --budget-gpu-minutes or --max-candidates is given alone)")
