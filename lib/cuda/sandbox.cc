@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstddef>
 #include <cstring>
 
@@ -259,11 +260,25 @@ Status SetLimit(int resource, const char* name, rlim_t soft, rlim_t hard) {
   return Status::Ok();
 }
 
+// The address space mapped now (VmSize), in bytes; 0 if unknown.
+int64_t MappedBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  long long pages = 0;
+  int read = std::fscanf(f, "%lld", &pages);
+  std::fclose(f);
+  return read == 1 ? pages * static_cast<int64_t>(::sysconf(_SC_PAGESIZE)) : 0;
+}
+
 Status ApplyLimits(const ConfinementLimits& limits) {
   KSEARCH_RETURN_IF_ERROR(SetLimit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0));
   KSEARCH_RETURN_IF_ERROR(SetLimit(RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, 0));
   if (limits.memory_bytes > 0) {
-    rlim_t bytes = static_cast<rlim_t>(limits.memory_bytes);
+    // RLIMIT_AS counts address space, not memory: what the process has
+    // mapped already (NVRTC, and with a driver installed libcuda, which
+    // reserves tens of GiB of address space it never touches) comes on top
+    // of the budget for the compile itself.
+    rlim_t bytes = static_cast<rlim_t>(MappedBytes() + limits.memory_bytes);
     KSEARCH_RETURN_IF_ERROR(SetLimit(RLIMIT_AS, "RLIMIT_AS", bytes, bytes));
   }
   if (limits.cpu_seconds > 0) {
