@@ -72,21 +72,23 @@ inline const char kRowSoftmaxPlan[] =
         "args": ["x", "y", "cols:i32"]}]})";
 
 // Problem JSON text; sources are inline so the text stands alone.
-inline std::string RowSoftmaxProblemJson(int rows = 512, int cols = 4096) {
-  auto escape = [](const std::string& s) {
-    std::string out;
-    for (char c : s) {
-      if (c == '"' || c == '\\') out += '\\';
-      if (c == '\n') {
-        out += "\\n";
-        continue;
-      }
-      out += c;
+// `text` as the inside of a JSON string (quotes, backslashes, newlines).
+inline std::string JsonEscape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
     }
-    return out;
-  };
-  std::string ref = escape(RowSoftmaxSource("double"));
-  std::string ref32 = escape(RowSoftmaxSource("float"));
+    out += c;
+  }
+  return out;
+}
+
+inline std::string RowSoftmaxProblemJson(int rows = 512, int cols = 4096) {
+  std::string ref = JsonEscape(RowSoftmaxSource("double"));
+  std::string ref32 = JsonEscape(RowSoftmaxSource("float"));
   return R"({"name": "row_softmax", "description": "softmax along dim 1",
     "dims": {"rows": )" + std::to_string(rows) + R"(, "cols": )" + std::to_string(cols) + R"(},
     "tensors": [{"name": "x", "dtype": "f32", "shape": ["rows", "cols"], "role": "input"},

@@ -176,18 +176,7 @@ TEST(GpuAdversaryTolerance, SmallOutputsOffByOnePercentAreWrongThoughTheL2ErrorI
 }
 )";
   };
-  auto escape = [](const std::string& s) {
-    std::string out;
-    for (char c : s) {
-      if (c == '"' || c == '\\') out += '\\';
-      if (c == '\n') {
-        out += "\\n";
-        continue;
-      }
-      out += c;
-    }
-    return out;
-  };
+  using testing::JsonEscape;
   const std::string plan = R"J({"launches": [{"kernel": "mm", "grid": ["ceil_div(n, 16)", "ceil_div(n, 16)", 1],
       "block": [16, 16, 1], "args": ["A", "B", "C", "n:i32"]}]})J";
   std::string json = R"({"name": "small_matmul", "dims": {"n": 512},
@@ -195,9 +184,9 @@ TEST(GpuAdversaryTolerance, SmallOutputsOffByOnePercentAreWrongThoughTheL2ErrorI
                 {"name": "B", "dtype": "f32", "shape": ["n", "n"], "role": "input"},
                 {"name": "C", "dtype": "f32", "shape": ["n", "n"], "role": "output"}],
     "flops": "2 * n * n * n", "bytes": "12 * n * n",
-    "reference": {"source_text": ")" + escape(matmul("double")) + R"(", "plan": )" + plan + R"(},
-    "reference_fp32": {"source_text": ")" + escape(matmul("float")) + R"(", "plan": )" + plan + R"(},
-    "start": {"source_text": ")" + escape(matmul("float")) + R"(", "plan": )" + plan + R"(}})";
+    "reference": {"source_text": ")" + JsonEscape(matmul("double")) + R"(", "plan": )" + plan + R"(},
+    "reference_fp32": {"source_text": ")" + JsonEscape(matmul("float")) + R"(", "plan": )" + plan + R"(},
+    "start": {"source_text": ")" + JsonEscape(matmul("float")) + R"(", "plan": )" + plan + R"(}})";
   auto problem = Problem::FromJson(json, "", "small_matmul.json");
   ASSERT_TRUE(problem.ok()) << problem.status().ToString();
   auto evaluator = CreateLocalEvaluator(*problem, Options());

@@ -10,24 +10,16 @@
 #include <cstdio>
 #include <string>
 
+#include "store/cli_test_util.h"
 #include "llm/loopback_port.h"
 
 namespace ksearch {
 namespace {
 
 using testing::LoopbackPort;
+using testing::Shell;
 
 const std::string kCli = KSEARCH_CLI_PATH;
-
-int Shell(const std::string& command, std::string* output) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
-  int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 std::string RunCommand(const std::string& base_url, const std::string& extra) {
   return "OPENAI_API_KEY=sk-test " + kCli +
