@@ -303,6 +303,34 @@ TEST(ParallelBranchSearch, BudgetsStopTheRunOnTime) {
   }
 }
 
+// A judge that reports itself broken stops every strategy with its reason,
+// instead of charging more candidates (and replies) to it.
+TEST(Strategies, StopWhenTheEvaluatorReportsItIsBroken) {
+  Problem problem = testing::TemplatedRowSoftmax();
+  problem.start = problem.templates[0].kernel;
+  ScriptedIdeas ideas;
+  ScriptedBrancher brancher;
+  SearchOptions options;
+  options.budget.max_rounds = 20;
+  std::vector<std::unique_ptr<Searcher>> searchers;
+  searchers.push_back(MakeParallelBranchSearch(options));
+  searchers.push_back(MakeSequentialRefineSearch(options));
+  searchers.push_back(MakeParameterTuneSearch(options));
+  for (auto& searcher : searchers) {
+    FakeEvaluator evaluator(problem, TimesById({}));
+    evaluator.BreakAfter(2, UnavailableError("the CUDA context is gone"));
+    SearchContext context = Context(problem, evaluator, ideas, brancher);
+    auto summary = searcher->Run(context);
+    ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+    EXPECT_EQ(summary->termination, TerminationReason::kFailed) << summary->FullReport();
+    EXPECT_NE(summary->error.message().find("the CUDA context is gone"), std::string::npos)
+        << summary->error.ToString();
+    // The call that saw the broken judge is the last one (a batch already
+    // handed to the evaluator may still come back).
+    EXPECT_LE(evaluator.calls(), 3) << summary->FullReport();
+  }
+}
+
 TEST(ParallelBranchSearch, WallTimeAndInterruptCancelRequestsInFlight) {
   Problem problem = testing::RowSoftmaxProblem(64, 1024);
   // No compiles: the time measured is the loop's reaction alone.

@@ -54,6 +54,16 @@ class FakeEvaluator final : public Evaluator {
   const DeviceInfo& device() const override { return device_; }
   std::optional<TimingStats> reference_timing() const override { return std::nullopt; }
   std::optional<TimingStats> baseline_timing() const override { return std::nullopt; }
+  // Reports a broken judge (health() not OK) after `calls` Evaluate calls.
+  void BreakAfter(int calls, Status why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    break_after_ = calls;
+    broken_ = std::move(why);
+  }
+  Status health() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return break_after_ >= 0 && calls_ >= break_after_ ? broken_ : Status::Ok();
+  }
 
   std::vector<Candidate> judged() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -76,6 +86,8 @@ class FakeEvaluator final : public Evaluator {
   mutable std::mutex mutex_;
   std::vector<Candidate> judged_;
   int calls_ = 0;
+  int break_after_ = -1;
+  Status broken_;
   int max_batch_ = 0;
 };
 
