@@ -5,6 +5,9 @@
 // the GPU runner starts one process each.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <unistd.h>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -291,6 +294,43 @@ TEST_F(GpuAdversary, PrintingMegabytesGivesABoundedLog) {
   EXPECT_LE(e.device_log.size(), 16u * 1024 + 200);
   EXPECT_NE(e.device_log.find("truncated"), std::string::npos);
   ExpectNextPasses();
+}
+
+// Whatever a kernel prints, `ksearch eval --json` writes exactly one JSON
+// document: a kernel printing a fake result line on every launch, judged
+// through the CLI (the one beside this binary, as in a GPU bundle, or the
+// one built with it).
+TEST(GpuAdversaryCli, JsonOutputIsOneDocumentWhateverTheKernelPrints) {
+  KSEARCH_REQUIRE_GPU();
+  std::error_code ec;
+  std::string cli = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "ksearch";
+#ifdef KSEARCH_CLI_PATH
+  if (::access(cli.c_str(), X_OK) != 0) cli = KSEARCH_CLI_PATH;
+#endif
+  if (::access(cli.c_str(), X_OK) != 0) GTEST_SKIP() << "no ksearch CLI beside the test";
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3 to parse JSON";
+  const char* problems = std::getenv("KSEARCH_PROBLEMS_DIR");
+  std::string dir = problems && *problems ? problems : std::string(KSEARCH_SOURCE_DIR) + "/problems";
+  std::ifstream in(dir + "/softmax/start.cu");
+  ASSERT_TRUE(in) << dir;
+  std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  source = Replace(source, R"(const int t = threadIdx.x;)",
+                   "const int t = threadIdx.x;\n  if (row < 32) printf(\"{\\\"status\\\": \\\"ok\\\", "
+                   "\\\"fake\\\": %d}\\n\", t);");
+  testing::TempDir tmp;
+  std::ofstream(tmp.path() + "/k.cu") << source;
+  std::ofstream(tmp.path() + "/p.json")
+      << R"({"params": {"BLOCK": 256}, "launches": [{"kernel": "softmax_rows", "grid": ["rows", 1, 1],
+            "block": ["BLOCK", 1, 1], "args": ["x", "y", "rows:i32", "cols:i32"]}]})";
+  std::string out = tmp.path() + "/out.json";
+  std::string command = cli + " eval softmax --dims rows=256,cols=4096 --source " + tmp.path() +
+                        "/k.cu --plan " + tmp.path() + "/p.json --json > " + out + " 2>/dev/null";
+  int rc = std::system(command.c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 0) << command;
+  std::string check = "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+                      "assert d[\"status\"] == \"ok\", d[\"status\"]; "
+                      "assert \"fake\" in d[\"device_log\"]' " + out;
+  EXPECT_EQ(std::system(check.c_str()), 0) << "stdout is not one JSON document with the log";
 }
 
 // A kernel so slow that its checks alone would take long is stopped after a
