@@ -36,7 +36,10 @@ run_address() {
   export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$root/tests/sanitizers/ubsan.supp"
   echo "sanitize: address,undefined over the CPU suite"
-  (cd "$build" && ctest -L cpu -j"$jobs" --timeout 900 --output-on-failure)
+  # The install test builds an outside consumer without the sanitizer
+  # runtime, which an ASan libksearch cannot be loaded into: it tests the
+  # package, not memory, and runs in the README's test command.
+  (cd "$build" && ctest -L cpu -E '^install\.' -j"$jobs" --timeout 900 --output-on-failure)
 }
 
 run_thread() {

@@ -184,7 +184,7 @@ TEST(StrictOpenAi, ReasoningModelsGetTheirOwnParameters) {
     request.max_tokens = 32000;
     StatusOr<ChatResponse> reply = CompleteAndWait(**client, request);
     ASSERT_TRUE(reply.ok()) << model << ": " << reply.status().ToString();
-    const ChatRequest& seen = (*mock)->requests().back().request;
+    const ChatRequest seen = (*mock)->requests().back().request;
     EXPECT_FALSE(seen.temperature.has_value()) << model;
     EXPECT_EQ(seen.reasoning_effort, "high") << model;
     EXPECT_EQ(seen.max_tokens, 32000) << model;
@@ -240,7 +240,7 @@ TEST(StrictAnthropic, ThinkingIsSentAsABudgetWithoutTemperature) {
   request.max_tokens = 16000;
   StatusOr<ChatResponse> reply = CompleteAndWait(**client, request);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-  const ChatRequest& seen = (*mock)->requests().back().request;
+  const ChatRequest seen = (*mock)->requests().back().request;
   EXPECT_EQ(seen.thinking_budget_tokens, 4096);
   EXPECT_FALSE(seen.temperature.has_value());
   // The client refuses a budget the API would reject, before sending it.
