@@ -114,7 +114,8 @@ struct QueueEvaluatorStats {
   int64_t candidates = 0;        // evaluations returned
   int64_t enqueued = 0;          // jobs put on a stream by this process
   int64_t already_queued = 0;    // jobs found queued by an earlier process of the run
-  int64_t resumed = 0;           // results found stored before this call
+  int64_t resumed = 0;           // results found stored (before this call, or by another
+                                 // process before it was enqueued)
   int64_t compile_failures = 0;  // judged here, never enqueued
   int64_t failed = 0;            // marked failed by the queue (too many deliveries)
   double compile_ms = 0.0;       // local NVRTC wall time, summed

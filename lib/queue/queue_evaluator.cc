@@ -211,7 +211,14 @@ class QueueEvaluatorImpl final : public QueueEvaluator {
       KSEARCH_ASSIGN_OR_RETURN(Reply r, redis_->Command(argv));
       if (r.integer == 1) ++delta.enqueued;
       if (r.integer == 0) ++delta.already_queued;
-      if (r.integer == 2) return fetch({jobs[i]});
+      if (r.integer == 2) {
+        // Stored since this call began (an earlier process's job finished
+        // meanwhile): found, not judged again, so it counts as resumed.
+        size_t before_fetch = remaining;
+        Status fetched = fetch({jobs[i]});
+        delta.resumed += int64_t(before_fetch - remaining);
+        return fetched;
+      }
       return Status();
     };
 
