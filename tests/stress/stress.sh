@@ -26,17 +26,19 @@ import fnmatch, json, sys
 flt = sys.argv[1]
 for t in json.load(sys.stdin)["tests"]:
     cmd = t.get("command") or []
-    name = t["name"]
-    if len(cmd) >= 2 and fnmatch.fnmatch(name, flt):
+    # The gtest name (ctest names of parameterized tests carry "  # GetParam() = ...").
+    name = next((a[len("--gtest_filter="):] for a in cmd if a.startswith("--gtest_filter=")), "")
+    if name and fnmatch.fnmatch(name, flt):
         print(cmd[0] + "\t" + name)
 ' "$filter" > "$logs/tests.tsv"
 count=$(wc -l < "$logs/tests.tsv")
 echo "stress: $count tests x $runs runs under TSan ($build), $jobs at a time"
 one() {  # binary name run logs
-  if ! (cd "$(dirname "$1")" && timeout 600 "$1" --gtest_filter="$2" >"$4/$2.$3.log" 2>&1); then
+  local log="$4/$(printf '%s' "$2" | tr -c 'A-Za-z0-9._-' '_').$3.log"
+  if ! (cd "$(dirname "$1")" && timeout 600 "$1" --gtest_filter="$2" >"$log" 2>&1); then
     echo "$2" >> "$4/failures"
   else
-    rm -f "$4/$2.$3.log"
+    rm -f "$log"
   fi
 }
 export -f one
