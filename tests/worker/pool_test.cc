@@ -248,6 +248,9 @@ TEST(FakePoolShutdown, SurvivesWorkersThatDieAroundShutdown) {
 TEST_F(FakePool, CancelsWhatIsNotYetSentAndFinishesTheRest) {
   WorkerPoolOptions options = FakeOptions();
   options.prefetch_per_worker = 0;
+  // The held candidate waits until the others are compiled and cancelled,
+  // however long that takes on a loaded machine: not the watchdog's case.
+  options.evaluation_timeout_seconds = 600.0;
   Create(options);
   // Every candidate waits for a file: the one worker holds one of them (the
   // first compiled) while the others queue, whatever the machine's speed.
@@ -273,6 +276,9 @@ TEST_F(FakePool, CancelsWhatIsNotYetSentAndFinishesTheRest) {
   }
   EXPECT_EQ(ok, 1);
   EXPECT_EQ(cancelled, 7);
+  for (const Evaluation& e : out) {
+    if (e.status != EvalStatus::kOk && e.status != EvalStatus::kCancelled) ADD_FAILURE() << e.Report();
+  }
   ExpectNextPasses();
 }
 
