@@ -259,7 +259,7 @@ class WorkerPool final : public WorkerPoolEvaluator {
   std::string arch_;
 
   mutable std::mutex shared_mutex_;
-  mutable Status health_;
+  mutable Status health_;  // written by Starved(), read by health()
   WorkerPoolStats stats_;
   std::vector<int> pids_;
   std::vector<int> gpus_;
@@ -810,6 +810,8 @@ void WorkerPool::Dispatch() {
   if (Starved()) CancelQueued(StarvedReason());
 }
 
+// Also publishes the answer as health(): every place that asks whether the
+// pool is starved keeps that in step, without a second rule.
 bool WorkerPool::Starved() const {
   bool starved =
       std::all_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->disabled; });
