@@ -489,9 +489,20 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Opti
   }
   KSEARCH_ASSIGN_OR_RETURN(application_id, first_read);
   KSEARCH_RETURN_IF_ERROR(retry_while_busy([&]() -> Status {
-    KSEARCH_ASSIGN_OR_RETURN(version, db->QueryInt("PRAGMA user_version"));
-    KSEARCH_ASSIGN_OR_RETURN(tables, db->QueryInt("SELECT COUNT(*) FROM sqlite_schema"));
-    return Status::Ok();
+    // One snapshot: another process creating the schema commits its tables,
+    // application_id and user_version together, and reads taken on either
+    // side of that commit would see a database that is neither empty nor
+    // ksearch's.
+    if (Status begun = db->Exec("BEGIN"); !begun.ok()) return begun;
+    auto read = [&]() -> Status {
+      KSEARCH_ASSIGN_OR_RETURN(application_id, db->QueryInt("PRAGMA application_id"));
+      KSEARCH_ASSIGN_OR_RETURN(version, db->QueryInt("PRAGMA user_version"));
+      KSEARCH_ASSIGN_OR_RETURN(tables, db->QueryInt("SELECT COUNT(*) FROM sqlite_schema"));
+      return Status::Ok();
+    };
+    Status status = read();
+    Status ended = db->Exec(status.ok() ? "COMMIT" : "ROLLBACK");
+    return status.ok() ? ended : status;
   }));
   const int latest = internal::LatestSchemaVersion();
   if (application_id != internal::kApplicationId) {
