@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,6 +80,36 @@ StatusOr<ResolvedPlan> ResolvePlan(const Problem& problem, const LaunchPlan& pla
 
 // -D defines for the plan's params ("-DBLOCK=256").
 std::vector<std::string> ParamDefines(const LaunchPlan& plan);
+
+// The parameters of one launch as cuLaunchKernel takes them: each argument's
+// value in a 64-bit slot of `storage` and a pointer to that slot in `args`
+// (both resized to the launch's argument count). Tensor and workspace
+// arguments take the device addresses `tensor(index)` and
+// `workspace(index)` give. Shared by the judge and KernelRunner, so that a
+// kernel runs in an application exactly as it was judged.
+template <typename TensorAddress, typename WorkspaceAddress>
+void MarshalArguments(const ResolvedLaunch& launch, TensorAddress tensor,
+                      WorkspaceAddress workspace, std::vector<uint64_t>* storage,
+                      std::vector<void*>* args) {
+  storage->assign(launch.args.size(), 0);
+  args->assign(launch.args.size(), nullptr);
+  for (size_t a = 0; a < launch.args.size(); ++a) {
+    const ResolvedArg& arg = launch.args[a];
+    uint64_t& slot = (*storage)[a];
+    switch (arg.kind) {
+      case ResolvedArg::Kind::kTensor: slot = tensor(static_cast<size_t>(arg.index)); break;
+      case ResolvedArg::Kind::kWorkspace: slot = workspace(static_cast<size_t>(arg.index)); break;
+      case ResolvedArg::Kind::kI32: {
+        int32_t v = static_cast<int32_t>(arg.int_value);
+        std::memcpy(&slot, &v, 4);
+        break;
+      }
+      case ResolvedArg::Kind::kI64: std::memcpy(&slot, &arg.int_value, 8); break;
+      case ResolvedArg::Kind::kF32: std::memcpy(&slot, &arg.float_value, 4); break;
+    }
+    (*args)[a] = &slot;
+  }
+}
 
 }  // namespace ksearch::internal
 

@@ -73,30 +73,11 @@ RunFailure LocalEvaluator::Wait(double limit_seconds) {
 RunFailure LocalEvaluator::Launch(PreparedPlan& plan, const TensorBuffers& buffers) {
   for (size_t l = 0; l < plan.resolved.launches.size(); ++l) {
     const ResolvedLaunch& launch = plan.resolved.launches[l];
-    std::vector<uint64_t> storage(launch.args.size());
-    std::vector<void*> args(launch.args.size());
-    for (size_t a = 0; a < launch.args.size(); ++a) {
-      const ResolvedArg& arg = launch.args[a];
-      uint64_t& slot = storage[a];
-      switch (arg.kind) {
-        case ResolvedArg::Kind::kTensor: slot = buffers.ptr[static_cast<size_t>(arg.index)]; break;
-        case ResolvedArg::Kind::kWorkspace:
-          slot = plan.workspace[static_cast<size_t>(arg.index)].ptr;
-          break;
-        case ResolvedArg::Kind::kI32: {
-          int32_t v = static_cast<int32_t>(arg.int_value);
-          std::memcpy(&slot, &v, 4);
-          break;
-        }
-        case ResolvedArg::Kind::kI64: {
-          int64_t v = arg.int_value;
-          std::memcpy(&slot, &v, 8);
-          break;
-        }
-        case ResolvedArg::Kind::kF32: std::memcpy(&slot, &arg.float_value, 4); break;
-      }
-      args[a] = &slot;
-    }
+    std::vector<uint64_t> storage;
+    std::vector<void*> args;
+    MarshalArguments(
+        launch, [&](size_t t) -> uint64_t { return buffers.ptr[t]; },
+        [&](size_t w) -> uint64_t { return plan.workspace[w].ptr; }, &storage, &args);
     CUresult r = api_->cuLaunchKernel(plan.functions[l], launch.grid[0], launch.grid[1],
                                       launch.grid[2], launch.block[0], launch.block[1],
                                       launch.block[2], static_cast<unsigned>(launch.shared_bytes),

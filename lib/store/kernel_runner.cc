@@ -226,26 +226,14 @@ Status KernelRunnerImpl::Launch(void* stream, std::span<const TensorPointer> ten
         f.dynamic_shared_raised_to = launch.shared_bytes;
       }
     }
-    std::vector<uint64_t> storage(launch.args.size());
-    std::vector<void*> args(launch.args.size());
-    for (size_t a = 0; a < launch.args.size(); ++a) {
-      const ResolvedArg& arg = launch.args[a];
-      uint64_t& slot = storage[a];
-      switch (arg.kind) {
-        case ResolvedArg::Kind::kTensor: slot = pointers[static_cast<size_t>(arg.index)]; break;
-        case ResolvedArg::Kind::kWorkspace:
-          slot = workspace_base + static_cast<uint64_t>(shape->workspace_offsets[static_cast<size_t>(arg.index)]);
-          break;
-        case ResolvedArg::Kind::kI32: {
-          int32_t v = static_cast<int32_t>(arg.int_value);
-          std::memcpy(&slot, &v, 4);
-          break;
-        }
-        case ResolvedArg::Kind::kI64: std::memcpy(&slot, &arg.int_value, 8); break;
-        case ResolvedArg::Kind::kF32: std::memcpy(&slot, &arg.float_value, 4); break;
-      }
-      args[a] = &slot;
-    }
+    std::vector<uint64_t> storage;
+    std::vector<void*> args;
+    MarshalArguments(
+        launch, [&](size_t t) -> uint64_t { return pointers[t]; },
+        [&](size_t w) -> uint64_t {
+          return workspace_base + static_cast<uint64_t>(shape->workspace_offsets[w]);
+        },
+        &storage, &args);
     KSEARCH_CU(api.cuLaunchKernel(f.handle, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],
                                   launch.block[1], launch.block[2], static_cast<unsigned>(launch.shared_bytes),
                                   static_cast<CUstream>(stream), args.data(), nullptr),
