@@ -325,9 +325,11 @@ TEST(Strategies, StopWhenTheEvaluatorReportsItIsBroken) {
     EXPECT_EQ(summary->termination, TerminationReason::kFailed) << summary->FullReport();
     EXPECT_NE(summary->error.message().find("the CUDA context is gone"), std::string::npos)
         << summary->error.ToString();
-    // The call that saw the broken judge is the last one (a batch already
-    // handed to the evaluator may still come back).
-    EXPECT_LE(evaluator.calls(), 3) << summary->FullReport();
+    // The round in which the judge broke is the last (without the check
+    // the run would go on for 20). Not a count of calls: the branch search's
+    // evaluation lane may start batches already queued before the broken
+    // verdicts are seen.
+    EXPECT_LE(summary->rounds, 2) << summary->FullReport();
   }
 }
 
