@@ -71,19 +71,12 @@ RunFailure LocalEvaluator::Wait(double limit_seconds) {
 }
 
 RunFailure LocalEvaluator::Launch(PreparedPlan& plan, const TensorBuffers& buffers) {
-  for (size_t l = 0; l < plan.resolved.launches.size(); ++l) {
-    const ResolvedLaunch& launch = plan.resolved.launches[l];
-    std::vector<uint64_t> storage;
-    std::vector<void*> args;
-    MarshalArguments(
-        launch, [&](size_t t) -> uint64_t { return buffers.ptr[t]; },
-        [&](size_t w) -> uint64_t { return plan.workspace[w].ptr; }, &storage, &args);
-    CUresult r = api_->cuLaunchKernel(plan.functions[l], launch.grid[0], launch.grid[1],
-                                      launch.grid[2], launch.block[0], launch.block[1],
-                                      launch.block[2], static_cast<unsigned>(launch.shared_bytes),
-                                      stream_.get(), args.data(), nullptr);
-    if (r != CUDA_SUCCESS) return Classify(r, ("cuLaunchKernel(" + launch.kernel + ")").c_str());
-  }
+  std::vector<uint64_t> workspace;
+  for (const GuardedBuffer& w : plan.workspace) workspace.push_back(w.ptr);
+  std::vector<uint64_t> tensors(buffers.ptr.begin(), buffers.ptr.end());
+  std::string kernel;
+  CUresult r = plan.executor.Launch(plan.resolved, stream_.get(), tensors, workspace, &kernel);
+  if (r != CUDA_SUCCESS) return Classify(r, ("cuLaunchKernel(" + kernel + ")").c_str());
   return {};
 }
 

@@ -11,7 +11,7 @@
 #include "cuda/cubin_info.h"
 #include "eval/device_output.h"
 #include "eval/judge.h"
-#include "eval/signature_check.h"
+#include "core/plan_signature.h"
 #include "worker/compile.h"
 
 namespace ksearch {

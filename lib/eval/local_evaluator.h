@@ -35,6 +35,7 @@
 #include "cuda/compiler.h"
 #include "cuda/driver.h"
 #include "cuda/objects.h"
+#include "cuda/plan_executor.h"
 #include "eval/judge_kernels.h"
 #include "eval/vault.h"
 #include "ksearch/evaluator.h"
@@ -69,7 +70,7 @@ struct GuardedBuffer {
 struct PreparedPlan {
   Module module;
   ResolvedPlan resolved;
-  std::vector<CUfunction> functions;
+  PlanExecutor executor;  // the plan bound to the module's kernels
   std::vector<GuardedBuffer> workspace;
   std::vector<DType> workspace_dtypes;
 };

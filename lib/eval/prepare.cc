@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "eval/local_evaluator.h"
-#include "eval/signature_check.h"
+#include "core/plan_signature.h"
 
 namespace ksearch::internal {
 
@@ -41,33 +41,25 @@ std::unique_ptr<PreparedPlan> LocalEvaluator::Prepare(const CompileResult& compi
     return nullptr;
   }
   prepared->module = std::move(*module);
-  int64_t optin = ctx_->Attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  auto executor = PlanExecutor::Bind(*api_, prepared->module, plan, prepared->resolved);
+  if (!executor.ok()) {
+    failure->status = EvalStatus::kInvalidPlan;
+    failure->message = executor.status().message();
+    if (executor.status().code() == StatusCode::kNotFound) {
+      for (size_t l = 0; l < prepared->resolved.launches.size(); ++l) {
+        const std::string& kernel = prepared->resolved.launches[l].kernel;
+        if (!prepared->module.Function(kernel).ok()) {
+          failure->message = MissingKernel(l, kernel, e->candidate_id, compiled.resources);
+          break;
+        }
+      }
+    }
+    return nullptr;
+  }
+  prepared->executor = std::move(*executor);
   for (size_t l = 0; l < prepared->resolved.launches.size(); ++l) {
     const ResolvedLaunch& launch = prepared->resolved.launches[l];
-    std::string where = "launches[" + std::to_string(l) + "] (" + launch.kernel + ")";
-    auto function = prepared->module.Function(launch.kernel);
-    if (!function.ok()) {
-      failure->status = EvalStatus::kInvalidPlan;
-      failure->message = function.status().code() == StatusCode::kNotFound
-                             ? MissingKernel(l, launch.kernel, e->candidate_id, compiled.resources)
-                             : where + ": " + function.status().message();
-      return nullptr;
-    }
-    CUfunction f = *function;
-    prepared->functions.push_back(f);
-    // Arguments against the kernel's signature.
-    std::vector<int64_t> sizes;
-    for (size_t index = 0;; ++index) {
-      size_t offset = 0, size = 0;
-      CUresult r = api_->cuFuncGetParamInfo(f, index, &offset, &size);
-      if (r != CUDA_SUCCESS) break;
-      sizes.push_back(static_cast<int64_t>(size));
-    }
-    if (std::string why = ArgumentMismatch(l, plan.launches[l], launch, sizes); !why.empty()) {
-      failure->status = EvalStatus::kInvalidPlan;
-      failure->message = std::move(why);
-      return nullptr;
-    }
+    const BoundKernel& k = prepared->executor.kernels()[l];
     KernelResources* res = nullptr;
     for (KernelResources& r : e->resources) {
       if (r.kernel == launch.kernel) res = &r;
@@ -77,41 +69,18 @@ std::unique_ptr<PreparedPlan> LocalEvaluator::Prepare(const CompileResult& compi
       res = &e->resources.back();
       res->kernel = launch.kernel;
     }
-    auto attribute = [&](CUfunction_attribute which) {
-      int v = 0;
-      api_->cuFuncGetAttribute(&v, which, f);
-      return v;
-    };
-    res->registers = attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
-    res->static_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
-    res->local_bytes = attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
-    res->max_threads_per_block = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    res->registers = k.registers;
+    res->static_shared_bytes = k.static_shared_bytes;
+    res->local_bytes = k.local_bytes;
+    res->max_threads_per_block = k.max_threads_per_block;
     res->max_dynamic_shared_bytes = std::max(res->max_dynamic_shared_bytes, launch.shared_bytes);
-    if (launch.Threads() > res->max_threads_per_block) {
-      failure->status = EvalStatus::kResourceLimit;
-      failure->message = where + ": " + std::to_string(launch.Threads()) +
-                         " threads per block, but with " + std::to_string(res->registers) +
-                         " registers per thread the kernel allows at most " +
-                         std::to_string(res->max_threads_per_block);
-      return nullptr;
-    }
-    if (res->static_shared_bytes + launch.shared_bytes > optin) {
-      failure->status = EvalStatus::kResourceLimit;
-      failure->message = where + ": " + std::to_string(res->static_shared_bytes) +
-                         " B static + " + std::to_string(launch.shared_bytes) +
-                         " B dynamic shared memory exceeds the device limit of " +
-                         std::to_string(optin) + " B per block";
-      return nullptr;
-    }
-    if (launch.shared_bytes > 48 * 1024) {
-      CUresult r = api_->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                            static_cast<int>(launch.shared_bytes));
-      if (r != CUDA_SUCCESS) {
-        *failure = Classify(r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
-        failure->status = EvalStatus::kResourceLimit;
-        return nullptr;
-      }
-    }
+  }
+  Status fits = prepared->executor.Fit(
+      prepared->resolved, ctx_->Attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+  if (!fits.ok()) {
+    failure->status = EvalStatus::kResourceLimit;
+    failure->message = fits.message();
+    return nullptr;
   }
   for (size_t w = 0; w < plan.workspace.size(); ++w) {
     int64_t bytes = prepared->resolved.workspace_elements[w] * SizeOf(plan.workspace[w].dtype);

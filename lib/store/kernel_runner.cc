@@ -9,13 +9,13 @@
 #include "core/plan_resolve.h"
 #include "cuda/driver.h"
 #include "cuda/objects.h"
+#include "cuda/plan_executor.h"
 
 namespace ksearch {
 namespace internal {
 namespace {
 
 constexpr int64_t kWorkspaceAlignment = 256;
-constexpr int64_t kDefaultSharedLimit = 48 * 1024;
 
 int64_t AlignUp(int64_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
@@ -29,12 +29,6 @@ class KernelRunnerImpl {
     ResolvedPlan plan;
     std::vector<int64_t> workspace_offsets;
     int64_t workspace_bytes = 0;
-  };
-  struct Function {
-    CUfunction handle = nullptr;
-    int max_threads_per_block = 0;
-    int64_t static_shared_bytes = 0;
-    int64_t dynamic_shared_raised_to = kDefaultSharedLimit;
   };
 
   ~KernelRunnerImpl() {
@@ -52,10 +46,10 @@ class KernelRunnerImpl {
   KernelRunner::Options options;
   std::unique_ptr<CudaContext> ctx;  // destroyed last: owns the primary-context reference
   Module module;
-  std::vector<Function> functions;   // one per launch of the plan
   int64_t optin_shared_bytes = 0;
 
   std::mutex mutex;  // guards the members below
+  PlanExecutor executor;  // Fit raises kernel attributes
   std::list<std::pair<std::vector<int64_t>, std::shared_ptr<const Shape>>> shapes;  // most recent first
   DeviceBuffer own_workspace;
 };
@@ -80,38 +74,7 @@ Status KernelRunnerImpl::Initialize() {
   KSEARCH_ASSIGN_OR_RETURN(ResolvedPlan plan, ResolvePlan(problem, kernel.plan));
   KSEARCH_ASSIGN_OR_RETURN(module, Module::Load(ctx->api(), kernel.cubin));
   optin_shared_bytes = ctx->Attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-  const DriverApi& api = ctx->api();
-  for (size_t l = 0; l < plan.launches.size(); ++l) {
-    const ResolvedLaunch& launch = plan.launches[l];
-    const std::string where = "launches[" + std::to_string(l) + "] (" + launch.kernel + ")";
-    auto handle = module.Function(launch.kernel);
-    if (!handle.ok()) return InvalidArgumentError(where + ": " + handle.status().message());
-    Function f;
-    f.handle = *handle;
-    std::vector<size_t> sizes;
-    for (size_t index = 0;; ++index) {
-      size_t offset = 0, size = 0;
-      if (api.cuFuncGetParamInfo(f.handle, index, &offset, &size) != CUDA_SUCCESS) break;
-      sizes.push_back(size);
-    }
-    if (sizes.size() != launch.args.size()) {
-      return InvalidArgumentError(where + ": the plan passes " + std::to_string(launch.args.size()) +
-                                  " arguments but the kernel takes " + std::to_string(sizes.size()));
-    }
-    for (size_t a = 0; a < sizes.size(); ++a) {
-      if (static_cast<int64_t>(sizes[a]) != launch.args[a].Size()) {
-        return InvalidArgumentError(where + ": argument " + std::to_string(a) + " is " +
-                                    std::to_string(sizes[a]) + " bytes in the kernel but the plan passes " +
-                                    std::to_string(launch.args[a].Size()));
-      }
-    }
-    int value = 0;
-    api.cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f.handle);
-    f.max_threads_per_block = value;
-    api.cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f.handle);
-    f.static_shared_bytes = value;
-    functions.push_back(f);
-  }
+  KSEARCH_ASSIGN_OR_RETURN(executor, PlanExecutor::Bind(ctx->api(), module, kernel.plan, plan));
   // Validates the tuned shape against the kernels' limits now, not at the
   // first launch.
   KSEARCH_ASSIGN_OR_RETURN(auto shape, Resolve({}));
@@ -154,23 +117,10 @@ StatusOr<std::shared_ptr<const KernelRunnerImpl::Shape>> KernelRunnerImpl::Resol
     shape->workspace_offsets.push_back(shape->workspace_bytes);
     shape->workspace_bytes += AlignUp(shape->plan.workspace_elements[w] * SizeOf(kernel.plan.workspace[w].dtype));
   }
-  for (size_t l = 0; l < shape->plan.launches.size(); ++l) {
-    const ResolvedLaunch& launch = shape->plan.launches[l];
-    const Function& f = functions[l];
-    const std::string where = "launches[" + std::to_string(l) + "] (" + launch.kernel + ")";
-    if (launch.Threads() > f.max_threads_per_block) {
-      return InvalidArgumentError(where + ": " + std::to_string(launch.Threads()) +
-                                  " threads per block; the kernel allows at most " +
-                                  std::to_string(f.max_threads_per_block));
-    }
-    if (f.static_shared_bytes + launch.shared_bytes > optin_shared_bytes) {
-      return InvalidArgumentError(where + ": " + std::to_string(f.static_shared_bytes) + " B static + " +
-                                  std::to_string(launch.shared_bytes) +
-                                  " B dynamic shared memory exceeds the device limit of " +
-                                  std::to_string(optin_shared_bytes) + " B per block");
-    }
-  }
   std::lock_guard<std::mutex> lock(mutex);
+  if (Status fits = executor.Fit(shape->plan, optin_shared_bytes); !fits.ok()) {
+    return InvalidArgumentError(fits.message());
+  }
   shapes.emplace_front(values, shape);
   while (static_cast<int>(shapes.size()) > std::max(1, options.max_cached_shapes)) shapes.pop_back();
   return std::shared_ptr<const Shape>(shape);
@@ -214,31 +164,15 @@ Status KernelRunnerImpl::Launch(void* stream, std::span<const TensorPointer> ten
       workspace_base = own_workspace.ptr();
     }
   }
-  for (size_t l = 0; l < shape->plan.launches.size(); ++l) {
-    const ResolvedLaunch& launch = shape->plan.launches[l];
-    Function& f = functions[l];
-    if (launch.shared_bytes > kDefaultSharedLimit) {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (launch.shared_bytes > f.dynamic_shared_raised_to) {
-        KSEARCH_CU(api.cuFuncSetAttribute(f.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                          static_cast<int>(launch.shared_bytes)),
-                   "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
-        f.dynamic_shared_raised_to = launch.shared_bytes;
-      }
-    }
-    std::vector<uint64_t> storage;
-    std::vector<void*> args;
-    MarshalArguments(
-        launch, [&](size_t t) -> uint64_t { return pointers[t]; },
-        [&](size_t w) -> uint64_t {
-          return workspace_base + static_cast<uint64_t>(shape->workspace_offsets[w]);
-        },
-        &storage, &args);
-    KSEARCH_CU(api.cuLaunchKernel(f.handle, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],
-                                  launch.block[1], launch.block[2], static_cast<unsigned>(launch.shared_bytes),
-                                  static_cast<CUstream>(stream), args.data(), nullptr),
-               ("cuLaunchKernel(" + launch.kernel + ")").c_str());
+  std::vector<uint64_t> workspace_pointers;
+  for (int64_t offset : shape->workspace_offsets) {
+    workspace_pointers.push_back(workspace_base + static_cast<uint64_t>(offset));
   }
+  std::vector<uint64_t> tensor_pointers(pointers.begin(), pointers.end());
+  std::string failed;
+  CUresult r = executor.Launch(shape->plan, static_cast<CUstream>(stream), tensor_pointers, workspace_pointers,
+                               &failed);
+  KSEARCH_CU(r, ("cuLaunchKernel(" + failed + ")").c_str());
   return Status::Ok();
 }
 

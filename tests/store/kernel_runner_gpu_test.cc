@@ -126,6 +126,34 @@ TEST_F(KernelRunnerTest, RefusesAKernelCachedForAnotherDriverOrProblem) {
   EXPECT_TRUE(KernelRunner::Load(other, problem_, loose).ok());
 }
 
+// KernelRunner checks a plan against its kernels with the judge's own rule
+// (one PlanExecutor): a plan whose arguments do not match the kernel is
+// refused at Load with the judge's message, never launched.
+TEST_F(KernelRunnerTest, RefusesAPlanThatDoesNotMatchItsKernelAsTheJudgeDoes) {
+  auto kernel = cache_->Lookup(KernelCacheKey::For(problem_, ctx_->info()));
+  ASSERT_TRUE(kernel.ok());
+  CachedKernel dropped = *kernel;
+  ASSERT_FALSE(dropped.plan.launches.empty());
+  auto& args = dropped.plan.launches[0].args;
+  ASSERT_GE(args.size(), 2u);
+  const size_t takes = args.size();
+  args.pop_back();
+  KernelRunner::Options loose;
+  loose.require_matching_key = false;
+  auto runner = KernelRunner::Load(dropped, problem_, loose);
+  ASSERT_EQ(runner.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(runner.status().message().find("the plan passes " + std::to_string(takes - 1) +
+                                           " arguments but the kernel takes " + std::to_string(takes)),
+            std::string::npos)
+      << runner.status().message();
+  CachedKernel renamed = *kernel;
+  renamed.plan.launches[0].kernel = "no_such_kernel";
+  runner = KernelRunner::Load(renamed, problem_, loose);
+  EXPECT_FALSE(runner.ok());
+  EXPECT_NE(runner.status().message().find("launches[0] (no_such_kernel)"), std::string::npos)
+      << runner.status().message();
+}
+
 // The header `ksearch export` writes, compiled into a program that links the
 // real driver and checks the kernel's output.
 TEST_F(KernelRunnerTest, TheExportedHeaderLaunchesTheKernel) {

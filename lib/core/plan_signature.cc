@@ -1,4 +1,4 @@
-#include "eval/signature_check.h"
+#include "core/plan_signature.h"
 
 #include <algorithm>
 

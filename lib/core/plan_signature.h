@@ -3,8 +3,8 @@
 // (sizes read from the cubin, cuda/cubin_info.h).
 //
 // Thread safety: a pure function; safe from any thread.
-#ifndef KSEARCH_EVAL_SIGNATURE_CHECK_H_
-#define KSEARCH_EVAL_SIGNATURE_CHECK_H_
+#ifndef KSEARCH_CORE_PLAN_SIGNATURE_H_
+#define KSEARCH_CORE_PLAN_SIGNATURE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -38,4 +38,4 @@ std::string MissingKernel(size_t launch, const std::string& kernel, const std::s
 
 }  // namespace ksearch::internal
 
-#endif  // KSEARCH_EVAL_SIGNATURE_CHECK_H_
+#endif  // KSEARCH_CORE_PLAN_SIGNATURE_H_

@@ -1,0 +1,106 @@
+#include "cuda/plan_executor.h"
+
+#include "core/plan_signature.h"
+
+namespace ksearch::internal {
+namespace {
+
+std::string Where(size_t index, const ResolvedLaunch& launch) {
+  return "launches[" + std::to_string(index) + "] (" + launch.kernel + ")";
+}
+
+}  // namespace
+
+StatusOr<PlanExecutor> PlanExecutor::Bind(const DriverApi& api, const Module& module,
+                                          const LaunchPlan& plan, const ResolvedPlan& resolved) {
+  PlanExecutor executor;
+  executor.api_ = &api;
+  for (size_t l = 0; l < resolved.launches.size(); ++l) {
+    const ResolvedLaunch& launch = resolved.launches[l];
+    auto function = module.Function(launch.kernel);
+    if (!function.ok()) {
+      return Status(function.status().code(), Where(l, launch) + ": " + function.status().message());
+    }
+    BoundKernel k;
+    k.function = *function;
+    std::vector<int64_t> sizes;
+    for (size_t index = 0;; ++index) {
+      size_t offset = 0, size = 0;
+      if (api.cuFuncGetParamInfo(k.function, index, &offset, &size) != CUDA_SUCCESS) break;
+      sizes.push_back(static_cast<int64_t>(size));
+    }
+    if (l < plan.launches.size()) {
+      if (std::string why = ArgumentMismatch(l, plan.launches[l], launch, sizes); !why.empty()) {
+        return InvalidArgumentError(why);
+      }
+    }
+    auto attribute = [&](CUfunction_attribute which) {
+      int value = 0;
+      api.cuFuncGetAttribute(&value, which, k.function);
+      return value;
+    };
+    k.registers = attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
+    k.static_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+    k.local_bytes = attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+    k.max_threads_per_block = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    executor.kernels_.push_back(k);
+  }
+  return executor;
+}
+
+Status PlanExecutor::Fit(const ResolvedPlan& resolved, int64_t optin_shared_bytes) {
+  if (resolved.launches.size() != kernels_.size()) {
+    return InternalError("PlanExecutor::Fit: the plan has " + std::to_string(resolved.launches.size()) +
+                         " launches, the executor was bound to " + std::to_string(kernels_.size()));
+  }
+  for (size_t l = 0; l < resolved.launches.size(); ++l) {
+    const ResolvedLaunch& launch = resolved.launches[l];
+    BoundKernel& k = kernels_[l];
+    if (launch.Threads() > k.max_threads_per_block) {
+      return ResourceExhaustedError(Where(l, launch) + ": " + std::to_string(launch.Threads()) +
+                                    " threads per block, but with " + std::to_string(k.registers) +
+                                    " registers per thread the kernel allows at most " +
+                                    std::to_string(k.max_threads_per_block));
+    }
+    if (k.static_shared_bytes + launch.shared_bytes > optin_shared_bytes) {
+      return ResourceExhaustedError(Where(l, launch) + ": " + std::to_string(k.static_shared_bytes) +
+                                    " B static + " + std::to_string(launch.shared_bytes) +
+                                    " B dynamic shared memory exceeds the device limit of " +
+                                    std::to_string(optin_shared_bytes) + " B per block");
+    }
+    if (launch.shared_bytes > k.dynamic_shared_allowed) {
+      CUresult r = api_->cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            static_cast<int>(launch.shared_bytes));
+      if (r != CUDA_SUCCESS) {
+        return ResourceExhaustedError(Where(l, launch) + ": cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, " +
+                                      std::to_string(launch.shared_bytes) + "): " + CudaErrorText(r));
+      }
+      k.dynamic_shared_allowed = launch.shared_bytes;
+    }
+  }
+  return Status::Ok();
+}
+
+CUresult PlanExecutor::Launch(const ResolvedPlan& resolved, CUstream stream,
+                              std::span<const uint64_t> tensors, std::span<const uint64_t> workspace,
+                              std::string* failed_kernel) const {
+  std::vector<uint64_t> storage;
+  std::vector<void*> args;
+  for (size_t l = 0; l < resolved.launches.size() && l < kernels_.size(); ++l) {
+    const ResolvedLaunch& launch = resolved.launches[l];
+    MarshalArguments(
+        launch, [&](size_t t) { return t < tensors.size() ? tensors[t] : uint64_t{0}; },
+        [&](size_t w) { return w < workspace.size() ? workspace[w] : uint64_t{0}; }, &storage, &args);
+    CUresult r = api_->cuLaunchKernel(kernels_[l].function, launch.grid[0], launch.grid[1], launch.grid[2],
+                                      launch.block[0], launch.block[1], launch.block[2],
+                                      static_cast<unsigned>(launch.shared_bytes), stream, args.data(),
+                                      nullptr);
+    if (r != CUDA_SUCCESS) {
+      if (failed_kernel) *failed_kernel = launch.kernel;
+      return r;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace ksearch::internal

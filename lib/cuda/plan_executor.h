@@ -1,0 +1,81 @@
+// PlanExecutor: a resolved launch plan bound to the kernels of a loaded
+// module, checked against their signatures and limits, and launched in order.
+//
+// The one place where a plan meets the driver, shared by the judge
+// (lib/eval/prepare.cc, device_steps.cc) and KernelRunner
+// (lib/store/kernel_runner.cc): a kernel launches in an application exactly
+// as it was judged — the same argument check, the same limits, the same
+// marshalling, the same launch order.
+//
+//   auto executor = PlanExecutor::Bind(api, module, plan, resolved);
+//   KSEARCH_RETURN_IF_ERROR(executor->Fit(resolved, optin_shared_bytes));
+//   CUresult r = executor->Launch(resolved, stream, tensor_ptrs, workspace_ptrs, &failed);
+//
+// Thread safety: Launch is const and safe from several threads at once; Fit
+// changes a kernel attribute and must not run concurrently with itself.
+#ifndef KSEARCH_CUDA_PLAN_EXECUTOR_H_
+#define KSEARCH_CUDA_PLAN_EXECUTOR_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/plan_resolve.h"
+#include "cuda/driver.h"
+#include "cuda/objects.h"
+#include "ksearch/candidate.h"
+#include "ksearch/status.h"
+
+namespace ksearch::internal {
+
+// What the driver says about one launch's kernel.
+struct BoundKernel {
+  CUfunction function = nullptr;
+  int registers = 0;
+  int64_t static_shared_bytes = 0;
+  int64_t local_bytes = 0;
+  int max_threads_per_block = 0;
+  // The dynamic shared memory the kernel may use; raised by Fit past the
+  // 48 KiB every kernel starts with.
+  int64_t dynamic_shared_allowed = 48 * 1024;
+};
+
+class PlanExecutor {
+ public:
+  PlanExecutor() = default;
+
+  // Looks up every launch's kernel in `module` and checks the launch's
+  // arguments against the kernel's parameters (ArgumentMismatch). `plan` is
+  // the plan `resolved` came from (for argument text in errors). Errors:
+  // kNotFound when a kernel is not in the module ("launches[1] (name): …");
+  // kInvalidArgument for a signature mismatch.
+  static StatusOr<PlanExecutor> Bind(const DriverApi& api, const Module& module,
+                                     const LaunchPlan& plan, const ResolvedPlan& resolved);
+
+  // Checks `resolved` (this plan at any dims) against every kernel's limits:
+  // threads per block (which registers bound) and static + dynamic shared
+  // memory within `optin_shared_bytes`; raises a kernel's dynamic shared
+  // memory attribute when a launch needs more than it allows. Errors:
+  // kResourceExhausted naming the launch and both numbers; the driver's
+  // error for the attribute, as kResourceExhausted.
+  Status Fit(const ResolvedPlan& resolved, int64_t optin_shared_bytes);
+
+  // Launches every launch of `resolved` on `stream`, in order, with tensor
+  // and workspace arguments taken from `tensors` (indexed like
+  // Problem::tensors) and `workspace` (like the plan's workspace). Returns
+  // the first failing launch's result and names its kernel in
+  // `failed_kernel`. `resolved` must have passed Fit.
+  CUresult Launch(const ResolvedPlan& resolved, CUstream stream, std::span<const uint64_t> tensors,
+                  std::span<const uint64_t> workspace, std::string* failed_kernel) const;
+
+  const std::vector<BoundKernel>& kernels() const { return kernels_; }
+
+ private:
+  const DriverApi* api_ = nullptr;
+  std::vector<BoundKernel> kernels_;  // one per launch
+};
+
+}  // namespace ksearch::internal
+
+#endif  // KSEARCH_CUDA_PLAN_EXECUTOR_H_
