@@ -295,7 +295,7 @@ class LlmGeneratorBase {
     v["categories"] = options_.prompts.categories;
     if (parent) {
       v["parent_id"] = parent->candidate.id;
-      v["parent"] = internal::RenderEntry(*parent);
+      v["parent"] = internal::RenderEntry(*parent, problem);
     }
     return v;
   }

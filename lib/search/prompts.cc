@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "core/plan_resolve.h"
 
 namespace ksearch {
 namespace {
@@ -217,9 +218,6 @@ std::string RenderEvaluation(const Evaluation& e) {
   return out;
 }
 
-std::string RenderEntry(const HistoryEntry& entry) {
-  return RenderKernel(entry.candidate) + "\n" + RenderEvaluation(entry.evaluation);
-}
 
 std::string RenderIdeaHistory(const SearchHistory* history, const std::string& parent_id,
                               int max_ideas) {
@@ -287,6 +285,86 @@ const ArchFacts* FactsFor(const DeviceInfo& device) {
 
 }  // namespace
 
+std::string RenderPerformance(const HistoryEntry& entry, const Problem& problem) {
+  const Evaluation& e = entry.evaluation;
+  const DeviceInfo& device = e.device;
+  std::string out;
+  char text[320];
+  if (e.timing && e.timing->median_ms > 0) {
+    const double seconds = e.timing->median_ms * 1e-3;
+    if (auto bytes = problem.Bytes(); bytes.ok() && *bytes > 0) {
+      const double gbps = *bytes / seconds / 1e9;
+      std::snprintf(text, sizeof(text), "- achieved: %.0f GB/s of the op's minimum traffic", gbps);
+      out += text;
+      if (device.peak_bandwidth_gbps > 0) {
+        std::snprintf(text, sizeof(text), " (%.0f%% of the measured bandwidth)",
+                      100.0 * gbps / device.peak_bandwidth_gbps);
+        out += text;
+      }
+      out += "\n";
+    }
+    if (auto flops = problem.Flops(); flops.ok() && *flops > 0) {
+      const double gflops = *flops / seconds / 1e9;
+      std::snprintf(text, sizeof(text), "- achieved: %.2f TFLOP/s", gflops / 1000.0);
+      out += text;
+      if (device.peak_gflops > 0) {
+        std::snprintf(text, sizeof(text), " (%.0f%% of the fp32 FMA peak", 100.0 * gflops / device.peak_gflops);
+        out += text;
+        for (const auto& [path, peak] : device.peak_mma_gflops) {
+          if (peak <= 0) continue;
+          std::snprintf(text, sizeof(text), ", %.0f%% of the %s peak", 100.0 * gflops / peak, path.c_str());
+          out += text;
+        }
+        out += ")";
+      }
+      out += "\n";
+    }
+  }
+  // Theoretical occupancy of each launch, from the block size the plan gives
+  // at the problem's dims and the registers and shared memory the judge read
+  // from the kernel (the driver's allocation rules, simplified: registers by
+  // 256 per warp, 1 KiB of shared memory reserved per block).
+  const ArchFacts* facts = FactsFor(device);
+  auto resolved = ResolvePlan(problem, entry.candidate.plan);
+  if (!facts || !resolved.ok()) return out;
+  for (size_t l = 0; l < resolved->launches.size(); ++l) {
+    const ResolvedLaunch& launch = resolved->launches[l];
+    auto r = std::find_if(e.resources.begin(), e.resources.end(),
+                          [&](const KernelResources& k) { return k.kernel == launch.kernel; });
+    if (r == e.resources.end() || r->registers < 0 || launch.Threads() <= 0) continue;
+    const int64_t warps = (launch.Threads() + 31) / 32;
+    const int64_t regs_per_warp = (std::max(r->registers, 1) * 32 + 255) / 256 * 256;
+    const int64_t by_registers = 65536 / std::max<int64_t>(regs_per_warp * warps, 1);
+    const int64_t shared = std::max<int64_t>(r->static_shared_bytes, 0) + launch.shared_bytes + 1024;
+    const int64_t by_shared = int64_t{facts->shared_kib_per_sm} * 1024 / shared;
+    const int64_t by_threads = facts->max_threads_per_sm / (warps * 32);
+    const int64_t blocks = std::min({by_registers, by_shared, by_threads, int64_t{32}});
+    const char* limit = blocks == by_threads     ? "threads per SM"
+                        : blocks == 32            ? "blocks per SM"
+                        : blocks == by_registers  ? "registers"
+                                                  : "shared memory";
+    std::snprintf(text, sizeof(text),
+                  "- launch %zu (%s): %lld blocks of %lld threads; at most %lld resident blocks per SM "
+                  "(limited by %s): %.0f%% theoretical occupancy; %.2f waves over %d SMs\n",
+                  l, launch.kernel.c_str(),
+                  static_cast<long long>(int64_t{launch.grid[0]} * launch.grid[1] * launch.grid[2]),
+                  static_cast<long long>(launch.Threads()), static_cast<long long>(blocks), limit,
+                  100.0 * static_cast<double>(blocks * warps * 32) / facts->max_threads_per_sm,
+                  device.multiprocessors > 0 && blocks > 0
+                      ? static_cast<double>(int64_t{launch.grid[0]} * launch.grid[1] * launch.grid[2]) /
+                            static_cast<double>(blocks * device.multiprocessors)
+                      : 0.0,
+                  device.multiprocessors);
+    out += text;
+  }
+  return out;
+}
+
+std::string RenderEntry(const HistoryEntry& entry, const Problem& problem) {
+  return RenderKernel(entry.candidate) + "\n" + RenderEvaluation(entry.evaluation) +
+         RenderPerformance(entry, problem);
+}
+
 std::string RenderDevice(const DeviceInfo& device) {
   // A compile-only evaluator knows the target arch only.
   bool named = !device.name.empty() && device.name.find("compile-only") == std::string::npos;
@@ -320,6 +398,12 @@ std::string RenderDevice(const DeviceInfo& device) {
   if (device.peak_gflops > 0) {
     std::snprintf(line, sizeof line, "\n- measured fp32 FMA peak: %.1f TFLOP/s",
                   device.peak_gflops / 1000.0);
+    out += line;
+  }
+  for (const auto& [path, gflops] : device.peak_mma_gflops) {
+    if (gflops <= 0) continue;
+    std::snprintf(line, sizeof line, "\n- measured %s tensor-core peak: %.0f TFLOP/s", path.c_str(),
+                  gflops / 1000.0);
     out += line;
   }
   return out;

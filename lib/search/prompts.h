@@ -34,8 +34,14 @@ std::string RenderKernel(const Candidate& candidate);
 // Status, time, speedup, roofline fraction, resources, checks not run; for a
 // failure also the message, the compile log (cut) or the mismatch report.
 std::string RenderEvaluation(const Evaluation& evaluation);
-// RenderKernel + RenderEvaluation.
-std::string RenderEntry(const HistoryEntry& entry);
+// What a timed kernel achieved against the device: bandwidth and throughput
+// from the problem's declared bytes and flops (as fractions of the measured
+// peaks), and each launch's grid, block, resident blocks per SM with the
+// resource that limits them, theoretical occupancy and waves. Empty for an
+// untimed entry on an unknown device.
+std::string RenderPerformance(const HistoryEntry& entry, const Problem& problem);
+// RenderKernel + RenderEvaluation + RenderPerformance.
+std::string RenderEntry(const HistoryEntry& entry, const Problem& problem);
 // The ideas of `history` with their outcomes, at most `max_ideas`: those on
 // `parent_id` first, each group most recent first. "(none yet)" when empty.
 std::string RenderIdeaHistory(const SearchHistory* history, const std::string& parent_id,
@@ -43,7 +49,8 @@ std::string RenderIdeaHistory(const SearchHistory* history, const std::string& p
 // "NVIDIA H200 (sm_90)" (the arch alone when compile-only), then one line
 // each: SM count; shared memory, registers and threads per SM and per block
 // and the arch's features (clusters, TMA, wgmma…) from a table by compute
-// capability; L2 size; measured bandwidth and fp32 FMA peak where known.
+// capability; L2 size; measured bandwidth, fp32 FMA and tensor-core peaks where
+// known.
 std::string RenderDevice(const DeviceInfo& device);
 // The design choice that branch `branch` (0-based) of `branches` should vary,
 // so that the branches of one idea diverge: tiling, memory path, parallel

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "search/prompts.h"
 #include "search_test_util.h"
 
 namespace ksearch {
@@ -159,6 +160,46 @@ TEST(PromptTemplates, BuiltinsAreValidAndFoldersOverrideFileByFile) {
   EXPECT_EQ(PromptTemplates::Load(dir.path() + "/missing").status().code(), StatusCode::kNotFound);
 }
 
+// What a parent achieved, in the prompt: bandwidth and throughput against
+// the measured peaks, and each launch's occupancy with the resource that
+// limits it.
+TEST(PromptRendering, ParentPerformanceShowsAchievedRatesAndOccupancy) {
+  Problem problem = testing::RowSoftmaxProblem(64, 1024);  // 8 * 64 * 1024 bytes
+  HistoryEntry entry = Judged(problem.start.ToCandidate("p", "start"), testing::Timed(0.001));
+  DeviceInfo& device = entry.evaluation.device;
+  device.name = "NVIDIA H200";
+  device.cc_major = 9;
+  device.multiprocessors = 132;
+  device.peak_bandwidth_gbps = 4000;
+  device.peak_gflops = 60000;
+  device.peak_mma_gflops = {{"bf16_mma", 600000}};
+  entry.evaluation.resources.push_back(KernelResources{"row_softmax", 64, 1024, 0, 0, 0, 0, 1024});
+  std::string text = internal::RenderPerformance(entry, problem);
+  // 524288 B in 1 µs: 524 GB/s, 13% of 4000; 327680 flops: 0.33 TFLOP/s.
+  for (const char* piece : {"achieved: 524 GB/s of the op's minimum traffic (13% of the measured bandwidth)",
+                            "achieved: 0.33 TFLOP/s (1% of the fp32 FMA peak, 0% of the bf16_mma peak)",
+                            // 64 registers × 32 threads = 2048 per warp, 8 warps: 4 blocks of 65536.
+                            "launch 0 (row_softmax): 64 blocks of 256 threads; at most 4 resident blocks "
+                            "per SM (limited by registers): 50% theoretical occupancy; 0.12 waves over 132 SMs"}) {
+    EXPECT_NE(text.find(piece), std::string::npos) << "missing '" << piece << "' in:\n" << text;
+  }
+  entry.evaluation.resources[0].registers = 30;  // 1024 per warp: 8 blocks, the thread limit
+  text = internal::RenderPerformance(entry, problem);
+  EXPECT_NE(text.find("at most 8 resident blocks per SM (limited by threads per SM): 100% theoretical"),
+            std::string::npos)
+      << text;
+  entry.evaluation.resources[0].static_shared_bytes = 100 * 1024;  // + 1 KiB reserved: 2 of 228 KiB
+  text = internal::RenderPerformance(entry, problem);
+  EXPECT_NE(text.find("at most 2 resident blocks per SM (limited by shared memory): 25%"), std::string::npos)
+      << text;
+  // The device's tensor-core peak is in the device text.
+  EXPECT_NE(internal::RenderDevice(device).find("measured bf16_mma tensor-core peak: 600 TFLOP/s"),
+            std::string::npos);
+  // Untimed, unknown device: nothing to say.
+  HistoryEntry failed = Judged(problem.start.ToCandidate("f", "start"), Evaluation{});
+  EXPECT_EQ(internal::RenderPerformance(failed, problem), "");
+}
+
 class LlmGeneratorTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -219,7 +260,8 @@ TEST_F(LlmGeneratorTest, IdeaPromptCarriesProblemParentHistoryAndCategories) {
   const std::string& prompt = seen[0].request.messages.at(0).content;
   for (const char* piece : {"softmax along dim 1", "rows = 64", "row_softmax", "2.0000 ms",
                             "30 registers", "Double-buffer the row loads.",
-                            "compile_error (error: boom)", "compute, control_flow", "# Round 1"}) {
+                            "compile_error (error: boom)", "compute, control_flow", "# Round 1",
+                            "achieved: "}) {
     EXPECT_NE(prompt.find(piece), std::string::npos) << "missing '" << piece << "' in:\n" << prompt;
   }
   EXPECT_EQ(seen[0].request.model, "mock");

@@ -136,6 +136,7 @@ struct RunArgs {
   bool compile_only = false;
   bool unsandboxed_compile = false;
   bool json = false;
+  double progress_every = 0.0;  // seconds; 0: a line per round only (off a terminal)
   int device = 0;
   uint64_t seed = 1;
   // Which evaluator: the isolated worker pool (default) or in-process.
@@ -197,24 +198,27 @@ std::string JsonString(std::string_view text) {
 }
 
 // The live progress line: rewritten in place on a terminal, one line per
-// round otherwise (logs, CI).
+// round otherwise (logs, CI), plus one every --progress-every seconds when
+// that is set.
 class Progress final : public SearchObserver {
  public:
   // `clients` are summed on the line; `http` (may be empty) add requests in
   // flight, retries and waits. On a terminal a ticker thread redraws the line
-  // every second, so that the elapsed time moves while the model thinks.
-  Progress(bool quiet, std::vector<const LlmClient*> clients,
+  // every second, so that the elapsed time moves while the model thinks;
+  // elsewhere it prints a line every `every_seconds` (0: never).
+  Progress(bool quiet, double every_seconds, std::vector<const LlmClient*> clients,
            std::vector<const HttpLlmClient*> http)
       : quiet_(quiet),
         tty_(::isatty(STDERR_FILENO) != 0),
         clients_(std::move(clients)),
         http_(std::move(http)) {
-    if (tty_ && !quiet_) {
-      ticker_ = std::thread([this] {
+    const double period = tty_ ? 1.0 : every_seconds;
+    if (!quiet_ && period > 0) {
+      ticker_ = std::thread([this, period] {
         std::unique_lock<std::mutex> lock(mutex_);
         while (!stop_) {
-          tick_.wait_for(lock, std::chrono::seconds(1));
-          if (!stop_) PrintLocked(false);
+          tick_.wait_for(lock, std::chrono::duration<double>(period));
+          if (!stop_) PrintLocked(false, /*tick=*/true);
         }
       });
     }
@@ -271,9 +275,9 @@ class Progress final : public SearchObserver {
   }
 
   // With mutex_ held (observer callbacks and the ticker both print).
-  void PrintLocked(bool round_done) {
+  void PrintLocked(bool round_done, bool tick = false) {
     if (quiet_) return;
-    if (!tty_ && !round_done) return;
+    if (!tty_ && !round_done && !tick) return;
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     char best[160] = "no correct kernel yet";
@@ -763,7 +767,7 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
     if (setup->active()) clients.push_back(setup->active());
     if (setup->http) http.push_back(setup->http);
   }
-  Progress progress(args.json, std::move(clients), std::move(http));
+  Progress progress(args.json, args.progress_every, std::move(clients), std::move(http));
   SearchContext context;
   context.problem = &problem;
   context.evaluator = &evaluator;
@@ -1000,7 +1004,7 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
   cmd.add_option("--thinking-budget", args.thinking_budget,
                  "Anthropic extended thinking: budget_tokens (>= 1024, below "
                  "--max-output-tokens)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd.add_option("--llm-timeout", args.llm_timeout,
                  "seconds per LLM attempt until the whole reply is read")
       ->check(CLI::PositiveNumber)
@@ -1058,6 +1062,11 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
   cmd.add_flag("--unsandboxed-compile", args.unsandboxed_compile, kUnsandboxedCompileHelp);
   cmd.add_flag("--json", args.json,
                "print the summary and the search tree as JSON (no progress line)");
+  cmd.add_option("--progress-every", args.progress_every,
+                 "when stderr is not a terminal (a log, CI), also print the progress line every "
+                 "SECONDS, not only at the end of each round (0: only then)")
+      ->capture_default_str()
+      ->check(NonNegative());
 }
 
 // `ksearch resume RUN` and `ksearch run --resume RUN`: the run's problem and
