@@ -103,6 +103,11 @@ struct DeviceInfo {
   std::vector<std::pair<std::string, double>> peak_mma_gflops;
   std::string baseline_library;      // "cuBLAS 13.0.0" when a library is the baseline
   std::string Arch() const;     // "sm_90"
+  // The arch kernels are compiled for on this device: the capability's
+  // arch-specific feature set where it has one ("sm_90a": wgmma, setmaxnreg;
+  // "sm_100a": tcgen05), else Arch(). Such code runs only on this exact
+  // capability, which is the device it is judged and cached for.
+  std::string CompileArch() const;
 };
 
 struct Evaluation {

@@ -73,6 +73,14 @@ std::string DeviceInfo::Arch() const {
   return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
 }
 
+std::string DeviceInfo::CompileArch() const {
+  // The capabilities with an "a" feature set (NVRTC 13.0 compiles each).
+  switch (cc_major * 10 + cc_minor) {
+    case 90: case 100: case 103: case 110: case 120: case 121: return Arch() + "a";
+    default: return Arch();
+  }
+}
+
 std::string Evaluation::Report() const {
   std::string out = std::string(ToString(status));
   if (!candidate_id.empty()) out = candidate_id + ": " + out;

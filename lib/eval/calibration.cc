@@ -36,11 +36,13 @@ constexpr double kElementwiseQuantile = 0.999;
 
 struct MmaPath {
   const char* name;
-  int kind;              // ks_mma_peak's
-  double flops_per_mma;
+  int kind;              // ks_mma_peak's and ks_wgmma_peak's
+  double flops_per_mma;  // one mma.sync m16n8 by one warp
+  double flops_per_wgmma;  // one wgmma m64n128 by one warpgroup
 };
-constexpr MmaPath kMmaPaths[] = {{"tf32_mma", 0, 2048.0}, {"fp16_mma", 1, 4096.0},
-                                 {"bf16_mma", 2, 4096.0}};
+constexpr MmaPath kMmaPaths[] = {{"tf32_mma", 0, 2048.0, 131072.0},
+                                 {"fp16_mma", 1, 4096.0, 262144.0},
+                                 {"bf16_mma", 2, 4096.0, 262144.0}};
 
 }  // namespace
 
@@ -115,6 +117,26 @@ Status LocalEvaluator::MeasurePeaks() {
     if (gflops > best_gflops) {
       best_gflops = gflops;
       floor_path_ = path.name;
+    }
+    // Hopper's warpgroup MMA runs faster than mma.sync: the floor is that of
+    // the faster instruction (candidates compile for sm_90a and may use it).
+    if (wgmma_fn_) {
+      int wg_blocks = device_.multiprocessors * 2, wg_threads = 256, wg_iterations = 512;
+      void* wg_args[] = {&out, &wg_iterations, &kind};
+      KSEARCH_ASSIGN_OR_RETURN(double wg_ms, best_of(4, [&]() -> Status {
+        KSEARCH_CU(api_->cuLaunchKernel(wgmma_fn_, wg_blocks, 1, 1, wg_threads, 1, 1, 0, stream_.get(),
+                                        wg_args, nullptr),
+                   "cuLaunchKernel(ks_wgmma_peak)");
+        return Status::Ok();
+      }));
+      double wg_flops = path.flops_per_wgmma * 4 * wg_iterations * wg_blocks * (wg_threads / 128);
+      double wg_gflops = wg_flops / (wg_ms * 1e-3) / 1e9;
+      const std::string name = std::string(path.name) + " (wgmma)";
+      device_.peak_mma_gflops.emplace_back(name, wg_gflops);
+      if (wg_gflops > best_gflops) {
+        best_gflops = wg_gflops;
+        floor_path_ = name;
+      }
     }
   }
   auto problem_flops = problem_.Flops();

@@ -265,6 +265,62 @@ extern "C" __global__ void ks_mma_peak(float* out, int iterations, int kind) {
   if (s == 12345.678f) out[0] = s;
 #endif
 }
+
+// One wgmma on the 64 accumulators d[] with descriptors da, db (scale-d on).
+#define KS_WGMMA(INSTRUCTION, IMMEDIATES)                                   \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" INSTRUCTION       \
+               " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65" IMMEDIATES "\n}\n" \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+               : "l"(da), "l"(db), "r"(1))
+
+// Peak tensor-core rates through wgmma (Hopper's warpgroup MMA, sm_90a):
+// each warpgroup issues m64n128 products from shared-memory descriptors,
+// four per commit group. kind 0: tf32 k8 (131072 flops per wgmma), 1: fp16
+// k16 (262144), 2: bf16 k16 (262144). The tiles' values do not change the
+// rate. Compiled only for the arch-specific feature set; elsewhere the
+// kernel is empty and never launched.
+extern "C" __global__ void ks_wgmma_peak(float* out, int iterations, int kind) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  // A (64 x 32 B) at 0 and B (128 x 32 B) at 4 KiB, as 8 x 16 B core
+  // matrices: 128 B apart along K (leading), 256 B apart along M/N (stride).
+  __shared__ __align__(128) unsigned tiles[2048];
+  for (int i = threadIdx.x; i < 2048; i += blockDim.x) tiles[i] = 0x3c003c00u ^ (i & 7);
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  const unsigned long long base = static_cast<unsigned long long>(__cvta_generic_to_shared(tiles));
+  const unsigned long long layout = (8ull << 16) | (16ull << 32);  // LBO 128 B, SBO 256 B, no swizzle
+  const unsigned long long da = ((base & 0x3FFFF) >> 4) | layout;
+  const unsigned long long db = (((base + 4096) & 0x3FFFF) >> 4) | layout;
+  float d[64];
+#pragma unroll
+  for (int j = 0; j < 64; ++j) d[j] = 0.0f;
+  for (int i = 0; i < iterations; ++i) {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    if (kind == 0) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        KS_WGMMA("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32", ", p, 1, 1;");
+      }
+    } else if (kind == 1) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        KS_WGMMA("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", ", p, 1, 1, 0, 0;");
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        KS_WGMMA("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", ", p, 1, 1, 0, 0;");
+      }
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  }
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 64; ++j) s += d[j];
+  if (s == 12345.678f) out[0] = s;
+#endif
+}
 )";
 
 }  // namespace ksearch::internal

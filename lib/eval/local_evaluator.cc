@@ -59,22 +59,31 @@ Status LocalEvaluator::Initialize() {
     if (options_.arch.empty()) {
       return InvalidArgumentError("compile-only evaluation needs an explicit arch (e.g. sm_90)");
     }
+    // "sm_90" and "sm_90a" name the same device: kernels are compiled for
+    // its CompileArch() either way, as on the GPU itself.
+    std::string arch = options_.arch;
+    if (arch.size() > 5 && arch.back() == 'a') arch.pop_back();
     auto archs = Compiler::SupportedArchs();
-    if (std::find(archs.begin(), archs.end(), options_.arch) == archs.end()) {
+    if (std::find(archs.begin(), archs.end(), arch) == archs.end()) {
       std::string list;
       for (const auto& a : archs) list += (list.empty() ? "" : ", ") + a;
       return InvalidArgumentError("arch '" + options_.arch + "' is not supported by NVRTC " +
                                   device_.nvrtc_version + " (supported: " + list + ")");
     }
     device_.name = "(compile-only)";
-    device_.cc_major = std::atoi(options_.arch.c_str() + 3) / 10;
-    device_.cc_minor = std::atoi(options_.arch.c_str() + 3) % 10;
+    device_.cc_major = std::atoi(arch.c_str() + 3) / 10;
+    device_.cc_minor = std::atoi(arch.c_str() + 3) % 10;
+    if (arch != options_.arch && device_.CompileArch() != options_.arch) {
+      return InvalidArgumentError("arch '" + options_.arch + "': " + arch +
+                                  " has no arch-specific feature set (use " + arch + ")");
+    }
     return Status::Ok();
   }
   KSEARCH_ASSIGN_OR_RETURN(ctx_, CudaContext::Create(options_.device_ordinal));
   api_ = &ctx_->api();
   device_ = ctx_->info();
-  if (!options_.arch.empty() && options_.arch != device_.Arch()) {
+  if (!options_.arch.empty() && options_.arch != device_.Arch() &&
+      options_.arch != device_.CompileArch()) {
     return InvalidArgumentError("arch '" + options_.arch + "' does not match the device (" +
                                 device_.name + " is " + device_.Arch() + ")");
   }
@@ -101,7 +110,7 @@ Status LocalEvaluator::SetUpDevice() {
   KSEARCH_ASSIGN_OR_RETURN(stream_, Stream::Create(*api_));
   KSEARCH_ASSIGN_OR_RETURN(start_event_, Event::Create(*api_));
   KSEARCH_ASSIGN_OR_RETURN(end_event_, Event::Create(*api_));
-  CompileRequest judge{kJudgeKernelSource, {}, device_.Arch(), "ksearch_judge.cu"};
+  CompileRequest judge{kJudgeKernelSource, {}, device_.CompileArch(), "ksearch_judge.cu"};
   judge.trusted = true;
   KSEARCH_ASSIGN_OR_RETURN(CompileResult compiled, compiler_->Compile(judge));
   if (!compiled.ok) return InternalError("ksearch's judge kernels do not compile:\n" + compiled.log);
@@ -112,6 +121,10 @@ Status LocalEvaluator::SetUpDevice() {
   KSEARCH_ASSIGN_OR_RETURN(read_fn_, judge_module_.Function("ks_read"));
   KSEARCH_ASSIGN_OR_RETURN(fma_fn_, judge_module_.Function("ks_fma_peak"));
   KSEARCH_ASSIGN_OR_RETURN(mma_fn_, judge_module_.Function("ks_mma_peak"));
+  // Real code only where the judge kernels were compiled for sm_90a.
+  if (device_.CompileArch() == "sm_90a") {
+    KSEARCH_ASSIGN_OR_RETURN(wgmma_fn_, judge_module_.Function("ks_wgmma_peak"));
+  }
   KSEARCH_ASSIGN_OR_RETURN(count_ne_fn_, judge_module_.Function("ks_count_ne"));
   KSEARCH_ASSIGN_OR_RETURN(results_, DeviceBuffer::Allocate(*api_, 4096));
   int64_t l2 = std::max<int64_t>(device_.l2_bytes, 8 << 20);
@@ -408,7 +421,7 @@ std::vector<Evaluation> LocalEvaluator::EvaluateWith(std::span<const Candidate> 
           for (std::string& d : ParamDefines(c.plan)) opts.push_back(std::move(d));
           auto start = EvalClock::now();
           results[i] = compiler_->Compile(
-              CompileRequest{c.source, opts, options_.compile_only ? options_.arch : device_.Arch(),
+              CompileRequest{c.source, opts, device_.CompileArch(),
                              (c.id.empty() ? std::string("candidate") : c.id) + ".cu"});
           compile_wall[i] = MsSince(start);
         }

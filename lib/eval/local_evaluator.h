@@ -213,7 +213,8 @@ class LocalEvaluator final : public Evaluator {
   Event start_event_, end_event_;
   Module judge_module_;
   CUfunction fill_fn_ = nullptr, compare_fn_ = nullptr, diff_fn_ = nullptr, read_fn_ = nullptr,
-             fma_fn_ = nullptr, mma_fn_ = nullptr, count_ne_fn_ = nullptr;
+             fma_fn_ = nullptr, mma_fn_ = nullptr, count_ne_fn_ = nullptr,
+             wgmma_fn_ = nullptr;  // Hopper only
   DeviceBuffer results_;  // CompareResults, a histogram and scratch words
   DeviceBuffer flush_;
   TruthVault vault_;

@@ -10,7 +10,7 @@ namespace ksearch::internal {
 
 StatusOr<std::unique_ptr<PreparedPlan>> LocalEvaluator::PrepareTrusted(const KernelSpec& kernel,
                                                                        const std::string& what) {
-  CompileRequest request{kernel.source, ParamDefines(kernel.plan), device_.Arch(), what + ".cu"};
+  CompileRequest request{kernel.source, ParamDefines(kernel.plan), device_.CompileArch(), what + ".cu"};
   request.trusted = true;  // the problem's own kernel, not a candidate
   KSEARCH_ASSIGN_OR_RETURN(CompileResult compiled, compiler_->Compile(request));
   if (!compiled.ok) {

@@ -276,7 +276,7 @@ StatusOr<CachedKernel> KernelCache::Build(const Problem& problem, const DeviceIn
   internal::Compiler compiler(compiler_options);
   std::vector<std::string> flags = candidate.compile_options;
   for (std::string& d : internal::ParamDefines(candidate.plan)) flags.push_back(std::move(d));
-  internal::CompileRequest request{candidate.source, flags, device.Arch(),
+  internal::CompileRequest request{candidate.source, flags, device.CompileArch(),
                                    (candidate.id.empty() ? std::string("kernel") : candidate.id) + ".cu"};
   KSEARCH_ASSIGN_OR_RETURN(internal::CompileResult compiled, compiler.Compile(request));
   if (!compiled.ok) {

@@ -127,7 +127,7 @@ class GpuJudge final : public Judge {
     if (message.compiled) {
       compiled = *message.compiled;
     } else {
-      auto local = compiler_->Compile(RequestFor(message.candidate, evaluator_->device().Arch()));
+      auto local = compiler_->Compile(RequestFor(message.candidate, evaluator_->device().CompileArch()));
       if (FillCompileFailure(local, &e)) {
         if (local.ok()) e.compile_ms = local->compile_ms;
         return out;

@@ -2,7 +2,11 @@
 // evaluation says which checks did not run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "cuda/compiler.h"
 #include "eval/judge.h"
+#include "eval/judge_kernels.h"
 #include "ksearch/evaluator.h"
 #include "test_util.h"
 
@@ -34,6 +38,67 @@ TEST(CompileOnlyEvaluator, AcceptsTheStartingKernelAndListsSkippedChecks) {
   EXPECT_EQ(e.resources[0].kernel, "row_softmax");
   EXPECT_GT(e.resources[0].registers, 0);
   EXPECT_EQ(e.device.Arch(), "sm_90");
+}
+
+// Kernels are compiled for the device's arch-specific feature set
+// (sm_90a on Hopper), so that wgmma and setmaxnreg assemble: a kernel that
+// uses them compiles for --arch sm_90 and for sm_90a alike, and an "a" the
+// arch does not have is refused.
+TEST(CompileOnlyEvaluator, CompilesForTheArchSpecificFeatureSet) {
+  Problem problem = testing::RowSoftmaxProblem();
+  Candidate c = problem.start.ToCandidate("fenced", "user");
+  const std::string marker = "extern \"C\" __global__ void row_softmax(";
+  const size_t at = c.source.find(marker);
+  ASSERT_NE(at, std::string::npos);
+  c.source.insert(c.source.find('{', at) + 1, "\n  asm volatile(\"wgmma.fence.sync.aligned;\");\n");
+  for (const char* arch : {"sm_90", "sm_90a"}) {
+    EvaluatorOptions options;
+    options.compile_only = true;
+    options.arch = arch;
+    options.compile_cache_dir = "off";
+    auto evaluator = CreateLocalEvaluator(problem, options);
+    ASSERT_TRUE(evaluator.ok()) << arch << ": " << evaluator.status().ToString();
+    Evaluation e = EvaluateOne(**evaluator, c);
+    EXPECT_EQ(e.status, EvalStatus::kCompiled) << arch << ": " << e.Report() << e.details;
+    EXPECT_EQ(e.device.Arch(), "sm_90");
+    EXPECT_EQ(e.device.CompileArch(), "sm_90a");
+  }
+  EvaluatorOptions options;
+  options.compile_only = true;
+  options.compile_cache_dir = "off";
+  options.arch = "sm_80";  // no wgmma on Ampere: the same kernel does not assemble
+  auto ampere = CreateLocalEvaluator(problem, options);
+  ASSERT_TRUE(ampere.ok()) << ampere.status().ToString();
+  EXPECT_EQ(EvaluateOne(**ampere, c).status, EvalStatus::kCompileError);
+  options.arch = "sm_89a";
+  auto refused = CreateLocalEvaluator(problem, options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("arch 'sm_89a'"), std::string::npos) << refused.status().message();
+}
+
+// ksearch's own device code compiles for every arch a judge may run on, as
+// each device's CompileArch(); on Hopper the wgmma peak kernel is real code
+// that keeps its accumulators in registers (no local memory).
+TEST(JudgeKernels, CompileForEveryJudgedArch) {
+  internal::Compiler compiler(internal::CompilerOptions{});
+  for (auto [major, minor] : {std::pair{8, 0}, {8, 6}, {8, 9}, {9, 0}, {10, 0}, {12, 0}}) {
+    DeviceInfo device;
+    device.cc_major = major;
+    device.cc_minor = minor;
+    internal::CompileRequest request{internal::kJudgeKernelSource, {}, device.CompileArch(), "judge.cu"};
+    request.trusted = true;
+    auto compiled = compiler.Compile(request);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+    ASSERT_TRUE(compiled->ok) << device.CompileArch() << ":\n" << compiled->log;
+    auto wgmma = std::find_if(compiled->resources.begin(), compiled->resources.end(),
+                              [](const KernelResources& r) { return r.kernel == "ks_wgmma_peak"; });
+    ASSERT_NE(wgmma, compiled->resources.end()) << device.CompileArch();
+    if (major == 9) {
+      EXPECT_GE(wgmma->registers, 64) << "the 64 accumulators of m64n128 are registers";
+      EXPECT_EQ(wgmma->local_bytes, 0);
+      EXPECT_EQ(wgmma->spill_store_bytes, 0);
+    }
+  }
 }
 
 TEST(CompileOnlyEvaluator, ReportsCompileErrorsWithTheLog) {
