@@ -5,8 +5,30 @@
 // (ideas in natural language, parallel branches, the best as next seeds),
 // SequentialRefineSearch (one candidate at a time; the baseline the method is
 // compared with) and ParameterTuneSearch (offline tuning of a template's
-// parameters). A user strategy derives from Searcher and uses the context's
-// evaluator, generators and observers (examples/custom_strategy).
+// parameters). All three are written on SearchRun, the bookkeeping of one
+// run (history, summary, observers, budgets, duplicates, ranking, idea
+// outcomes, the stop flags); a strategy of your own derives from Searcher and
+// is written on it too, with the same budgets and stops as the built-ins
+// (docs/search.md, examples/custom_strategy):
+//
+//   StatusOr<SearchSummary> MyStrategy::Run(SearchContext& context) {
+//     SearchRun run(context, budget_, name());
+//     if (run.BeginRound(0, {"start"})) {
+//       auto judged = run.Evaluate({context.problem->start.ToCandidate("start", "start")});
+//       if (!judged.empty()) run.summary().start = *judged.front();
+//       run.EndRound(0);
+//     }
+//     for (int round = 1; run.MayStartRound(round); ++round) {
+//       if (!run.BeginRound(round, seed_ids)) break;
+//       … ask context.ideas / context.brancher (cancel: run.generation_cancel()),
+//         run.AddUsage(result), run.ProposeIdea(idea) …
+//       for (const HistoryEntry* e : run.Evaluate(std::move(candidates))) …
+//       … SearchRun::SetIdeaOutcome(&idea, parent, branches, asked, notes);
+//         run.summary().history.ideas.push_back(idea) …
+//       run.EndRound(round);
+//     }
+//     return run.Finish();
+//   }
 //
 // Thread safety: one Run() at a time per Searcher. Observer callbacks run on
 // the searcher's threads, one at a time (the searcher serializes them).
@@ -16,6 +38,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -150,6 +173,183 @@ struct SearchContext {
   Brancher* brancher = nullptr;        // may be null for ParameterTuneSearch
   std::vector<SearchObserver*> observers;
   const std::atomic<bool>* cancel = nullptr;  // set to stop gracefully
+};
+
+// One run of a strategy: the bookkeeping every strategy needs, so that a
+// strategy is only its choices (what to ask the generators, what to judge,
+// what to keep). It owns
+// - the summary and the history (summary().history): Evaluate() and Record()
+//   add judged candidates, the strategy adds ideas when their outcome is
+//   known;
+// - the observers: each event goes to every observer of the context, and a
+//   kStop from any of them stops the run (kStoppedByObserver);
+// - the budgets of SearchBudget and the stop conditions: the user's cancel
+//   flag, the wall-time budget (watched by a thread of its own, so blocking
+//   calls stop on time), candidates, tokens, money, GPU time, the target
+//   speedup; rounds through MayStartRound();
+// - duplicates: a candidate whose content was already judged in the run is
+//   recorded with a copy of the first verdict, not judged again;
+// - ranking (Faster, Tied, Earlier) and idea outcomes in words
+//   (SetIdeaOutcome), the same for every strategy.
+//
+// Stopping. The first reason wins. Every stop sets generation_cancel(), which
+// generator calls should watch; a stop that must not wait for the work in
+// flight (interrupted, wall time, GPU time, target, observer, failure) also
+// sets evaluation_cancel(), which Evaluate() hands to the evaluator. The
+// token, money and candidate budgets leave evaluations running: what was
+// written is paid for and is still judged. kCompleted and kBudgetRounds
+// cancel nothing (they are reached between rounds).
+//
+// Thread safety: a SearchRun is used by one thread, the strategy's (the one
+// that calls Searcher::Run); observers are called on it. The two cancel flags
+// may be read from any thread. Borrows the context, which must outlive it.
+class SearchRun {
+ public:
+  struct Options {
+    // A candidate whose content (Candidate::ContentHash) was already judged
+    // in this run is recorded with a copy of that evaluation, its message
+    // "same kernel as <id>, not judged again: …", instead of being judged
+    // again (Evaluate). Off for a strategy that re-measures on purpose.
+    bool skip_duplicates = true;
+  };
+
+  // Starts the run's clock and the watchdog of the cancel flag and the
+  // wall-time budget. `strategy` is SearchSummary::strategy.
+  SearchRun(const SearchContext& context, const SearchBudget& budget, std::string strategy);
+  SearchRun(const SearchContext& context, const SearchBudget& budget, std::string strategy,
+            const Options& options);
+  ~SearchRun();
+  SearchRun(const SearchRun&) = delete;
+  SearchRun& operator=(const SearchRun&) = delete;
+
+  const SearchContext& context() const;
+  const SearchBudget& budget() const;
+  // The summary so far. Strategies fill in what only they know (start, notes,
+  // repairs) and append ideas to summary().history.ideas; counts, best,
+  // tokens, cost and time are kept by the run.
+  SearchSummary& summary();
+  const SearchHistory& history() const;
+  double elapsed_seconds() const;
+
+  // ---- Stopping.
+  // Hand these to blocking calls: IdeaRequest/BranchRequest::cancel, and the
+  // cancel of an Evaluate that the strategy makes itself.
+  const std::atomic<bool>* generation_cancel() const;
+  const std::atomic<bool>* evaluation_cancel() const;
+  // Stops the run for `reason` (see the class comment for what it cancels).
+  // A later reason does not replace an earlier one.
+  void Stop(TerminationReason reason);
+  // Stops with kFailed and SearchSummary::error = `error` (already worded
+  // with its context). Replaces kCompleted, no other reason.
+  void Fail(Status error);
+  // For a generator call that returned an error: a kCancelled that this run
+  // asked for (a stop was under way) is no failure; anything else fails the
+  // run with `error` given the context `what` ("ideas r1.s0").
+  void GeneratorFailed(const Status& error, const std::string& what);
+  // The reason the run is stopping, or nullopt while it goes on.
+  std::optional<TerminationReason> stopped() const;
+  // Checks the cancel flag and every budget but rounds; stops at the first
+  // reached. Returns true when the run is stopping. Evaluate(), Record() and
+  // AddUsage() call it; a strategy that waits calls it as it waits.
+  bool CheckLimits();
+
+  // ---- Rounds.
+  // CheckLimits(), then the round budget (round >= max_rounds stops with
+  // kBudgetRounds). True when round `round` may start.
+  bool MayStartRound(int round);
+  // Reports the round's start to the observers. False when one said kStop.
+  bool BeginRound(int round, const std::vector<std::string>& seed_ids);
+  // SearchSummary::rounds = round + 1; reports the end to the observers.
+  void EndRound(int round);
+
+  // ---- Candidates.
+  // Candidates that may still be judged under max_candidates (INT64_MAX
+  // without that budget), counting every candidate reserved so far.
+  int64_t CandidatesLeft() const;
+  // Takes one candidate out of max_candidates. False, and the run stops with
+  // kBudgetCandidates, when none is left: do not judge that candidate.
+  bool ReserveCandidate();
+  // Judges `batch` in one Evaluator::Evaluate call and records each candidate
+  // (Record), in batch order, into the history. Candidates past the
+  // candidate budget are dropped; duplicates (Options::skip_duplicates) are
+  // answered with a copy of the first verdict, within the batch too; the time
+  // inside Evaluate counts as GPU time; an evaluator whose health() is not OK
+  // afterwards fails the run. Returns the new history entries, valid until
+  // the history next grows. A stopped run still judges (a token budget leaves
+  // what was written to be judged); after a stop that cancels evaluations the
+  // evaluator answers kCancelled, which counts in by_status only.
+  std::vector<const HistoryEntry*> Evaluate(std::vector<Candidate> batch);
+  // For a strategy that runs the evaluator itself (on threads of its own,
+  // say): counts a judged candidate into the summary (candidates, correct,
+  // by_status, best), reports it to the observers, remembers it as the
+  // original of its content unless `duplicate`, and checks the limits. It
+  // does not add it to the history: the strategy appends its entries to
+  // summary().history.entries in the order it wants. A kCancelled evaluation
+  // only enters by_status. Returns true when `entry` became the best.
+  bool Record(const HistoryEntry& entry, bool duplicate = false);
+  void AddGpuSeconds(double seconds);
+  // Fails the run when the evaluator reports itself broken (health()).
+  void CheckEvaluator();
+  // The first judged candidate with this content hash, or null.
+  const HistoryEntry* FindJudged(const std::string& content_hash) const;
+  // Makes `entry` the original of its content (a strategy that reorders
+  // duplicates canonically).
+  void SetJudged(const std::string& content_hash, const HistoryEntry& entry);
+  // Reports an evaluation whose text changed after it was reported
+  // (SearchObserver::OnEvaluationRevised).
+  void Revised(const HistoryEntry& entry);
+  // "same kernel as <original_id>, not judged again: <message>", and back.
+  static std::string DuplicateMessage(const std::string& original_id, const std::string& message);
+  static std::string RawMessage(const std::string& message);
+
+  // ---- Ideas and generator costs.
+  // Counts a proposed idea and reports it to the observers.
+  void ProposeIdea(const Idea& idea);
+  // Adds a reply's or a call's tokens and cost, then checks the limits.
+  void AddUsage(const GeneratorUsage& usage);
+  void AddUsage(const IdeaResult& result);
+  void AddUsage(const BranchResult& result);
+
+  // Ends the run: termination (the stop reason; kCompleted when none, or
+  // the watchdog's when it fired and nothing else was reached) and wall time.
+  // Call once; the run is spent afterwards.
+  SearchSummary Finish();
+
+  // ---- Ranking, the same for every strategy.
+  // True when `a` ranks strictly before `b` as a kernel: timed before
+  // untimed; by median time; untimed by fewer registers, then fewer local
+  // bytes; finally by Earlier, so the order is total and deterministic. Both
+  // must be correct for the answer to mean "faster".
+  static bool Faster(const HistoryEntry& a, const HistoryEntry& b);
+  // True when a and b count as equally fast: medians within `tie_fraction`
+  // of the smaller, or (untimed) the same registers and local bytes.
+  static bool Tied(const HistoryEntry& a, const HistoryEntry& b, double tie_fraction);
+  // Candidates by provenance round, then id ("start" first; numbers inside
+  // ids compared as numbers: r1.s0.i2.b10 after .b9).
+  static bool Earlier(const Candidate& a, const Candidate& b);
+  // Text with numbers inside compared as numbers ("r1.s2" < "r1.s10").
+  static bool NaturalLess(std::string_view a, std::string_view b);
+  // Statuses a repair attempt may fix: the kernel is rejected for what its
+  // text says (compile log, plan, outputs), not for a crash or a hang.
+  static bool NeedsRepair(EvalStatus status);
+  // Why a candidate failed, in one short line: "compile_error (error: …)",
+  // "wrong_result (y on shifted: 12 of 4096 elements off, L2 2.1e-03 > …)".
+  static std::string FailureReason(const Evaluation& evaluation);
+  // A mix of a seed with up to three coordinates (splitmix64), for the
+  // per-call seeds of generators.
+  static uint64_t MixSeed(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0);
+  // Writes the idea's outcome in words (Idea::outcome, e.g. "best branch
+  // r1.s0.i2.b1 1.31x faster than the parent (…); 3 of 4 branches correct;
+  // 1× compile_error (…)") and best_speedup_over_parent, from its judged
+  // branches (repairs included), the number asked for, and the notes of its
+  // generator calls. Later idea prompts read it.
+  static void SetIdeaOutcome(Idea* idea, const HistoryEntry* parent,
+                             const std::vector<const HistoryEntry*>& branches, int branches_asked,
+                             const std::vector<std::string>& notes);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 class Searcher {

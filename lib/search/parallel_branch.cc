@@ -24,20 +24,6 @@ uint64_t Fnv1a(std::string_view text) {
   return h;
 }
 
-constexpr std::string_view kSameKernel = "same kernel as ";
-constexpr std::string_view kNotJudgedAgain = ", not judged again: ";
-
-std::string DuplicateMessage(const std::string& original_id, const std::string& message) {
-  return std::string(kSameKernel) + original_id + std::string(kNotJudgedAgain) + message;
-}
-
-// The evaluation's own message, without a duplicate's prefix.
-std::string RawMessage(const std::string& message) {
-  if (!message.starts_with(kSameKernel)) return message;
-  size_t end = message.find(kNotJudgedAgain);
-  return end == std::string::npos ? message : message.substr(end + kNotJudgedAgain.size());
-}
-
 struct RoundIdea {
   Idea idea;
   const HistoryEntry* parent = nullptr;
@@ -147,7 +133,10 @@ class BranchRun {
  public:
   BranchRun(SearchContext& context, const SearchOptions& options,
             const ParallelBranchOptions& branch)
-      : context_(context), options_(options), branch_(branch), observers_(context.observers) {}
+      : context_(context),
+        options_(options),
+        branch_(branch),
+        run_(context, options.budget, "branch", RunOptions(branch)) {}
 
   SearchSummary Run();
 
@@ -155,9 +144,6 @@ class BranchRun {
   // Returns the number of branch candidates the round produced.
   int64_t RunRound(int round);
   void Drain(RoundState& rs);
-  void CheckLimits();
-  void Stop(TerminationReason reason, bool cancel_evaluations);
-  void GeneratorFailed(const Status& status, const std::string& label);
   std::vector<const HistoryEntry*> SelectSeeds() const;
 
   void SubmitPropose(RoundState& rs, int seed_index);
@@ -173,71 +159,29 @@ class BranchRun {
   // Each reply's cost, as it arrives: the owner thread adds it and checks the
   // budgets at once. Runs on any thread (it only posts to the mailbox).
   UsageSink MakeUsageSink() {
-    return [this](const GeneratorUsage& u) {
-      mailbox_.Post([this, u] {
-        AddUsage(u);
-        CheckLimits();
-      });
-    };
+    return [this](const GeneratorUsage& u) { mailbox_.Post([this, u] { run_.AddUsage(u); }); };
   }
   // Rewrites the duplicates of this round so that each names the earliest
   // candidate (by id) with its content, whatever order they arrived in.
   void CanonicalizeDuplicates(RoundState& rs);
 
-  template <typename Result>
-  void AddUsage(const Result& r) {
-    summary_.input_tokens += r.input_tokens;
-    summary_.output_tokens += r.output_tokens;
-    summary_.cost_usd += r.cost_usd;
+  static SearchRun::Options RunOptions(const ParallelBranchOptions& branch) {
+    SearchRun::Options options;
+    options.skip_duplicates = branch.skip_duplicates;
+    return options;
   }
 
   SearchContext& context_;
   const SearchOptions& options_;
   const ParallelBranchOptions& branch_;
-  internal::Observers observers_;
-  SearchSummary summary_;
-  Clock::time_point start_ = Clock::now();
-  std::optional<TerminationReason> stop_;
-  std::atomic<bool> generation_cancel_{false};
-  std::atomic<bool> evaluation_cancel_{false};
+  SearchRun run_;
+  SearchSummary& summary_ = run_.summary();
   internal::Mailbox mailbox_;
   std::unique_ptr<internal::WorkerPool> pool_;
   std::unique_ptr<EvaluationLane> lane_;
   RoundState* current_ = nullptr;
   std::vector<Pending> to_judge_;  // submitted, not yet handed to the lane
-  int64_t submitted_ = 0;
-  // Content hash → the first judged candidate with that content.
-  std::map<std::string, HistoryEntry> judged_;
 };
-
-void BranchRun::Stop(TerminationReason reason, bool cancel_evaluations) {
-  if (!stop_) stop_ = reason;
-  generation_cancel_.store(true);
-  if (cancel_evaluations) evaluation_cancel_.store(true);
-}
-
-void BranchRun::GeneratorFailed(const Status& status, const std::string& label) {
-  // A cancellation we asked for is no failure.
-  if (status.code() == StatusCode::kCancelled && generation_cancel_.load()) return;
-  if (!stop_) summary_.error = status.WithContext(label);
-  Stop(TerminationReason::kFailed, true);
-}
-
-void BranchRun::CheckLimits() {
-  if (context_.cancel && context_.cancel->load()) Stop(TerminationReason::kInterrupted, true);
-  auto reached = internal::BudgetReached(options_.budget, summary_, internal::SecondsSince(start_));
-  if (!reached) return;
-  switch (*reached) {
-    // What has been written is still judged: it is paid for.
-    case TerminationReason::kBudgetCandidates:
-    case TerminationReason::kBudgetTokens:
-    case TerminationReason::kBudgetCost:
-      Stop(*reached, false);
-      break;
-    default:
-      Stop(*reached, true);
-  }
-}
 
 void BranchRun::Drain(RoundState& rs) {
   while (rs.outstanding_calls > 0 || rs.evaluations_in_flight > 0) {
@@ -245,7 +189,7 @@ void BranchRun::Drain(RoundState& rs) {
     lane_->Enqueue(std::move(to_judge_));
     to_judge_.clear();
     mailbox_.RunFor(std::chrono::milliseconds(10));
-    CheckLimits();
+    run_.CheckLimits();
   }
 }
 
@@ -262,7 +206,7 @@ std::vector<const HistoryEntry*> BranchRun::SelectSeeds() const {
   }
   if (correct.empty()) return {&history.entries.front()};  // the starting kernel, even broken
   std::sort(correct.begin(), correct.end(),
-            [](const HistoryEntry* a, const HistoryEntry* b) { return internal::Faster(*a, *b); });
+            [](const HistoryEntry* a, const HistoryEntry* b) { return SearchRun::Faster(*a, *b); });
   // Greedy: the fastest left, unless a kernel tied with it comes from an idea
   // category not yet among the seeds.
   auto category = [&](const HistoryEntry* e) -> int {
@@ -274,7 +218,7 @@ std::vector<const HistoryEntry*> BranchRun::SelectSeeds() const {
   while (static_cast<int>(seeds.size()) < std::max(1, options_.seeds) && !correct.empty()) {
     size_t pick = 0;
     for (size_t i = 0;
-         i < correct.size() && internal::Tied(*correct[0], *correct[i], branch_.tie_fraction);
+         i < correct.size() && SearchRun::Tied(*correct[0], *correct[i], branch_.tie_fraction);
          ++i) {
       if (!used.count(category(correct[i]))) {
         pick = i;
@@ -289,7 +233,7 @@ std::vector<const HistoryEntry*> BranchRun::SelectSeeds() const {
 }
 
 void BranchRun::SubmitPropose(RoundState& rs, int seed_index) {
-  if (generation_cancel_.load()) return;
+  if (run_.generation_cancel()->load()) return;
   static const std::vector<IdeaCategory> kSix(kAllIdeaCategories.begin(), kAllIdeaCategories.end());
   const std::vector<IdeaCategory>& all = options_.categories.empty() ? kSix : options_.categories;
   IdeaRequest request;
@@ -302,10 +246,10 @@ void BranchRun::SubmitPropose(RoundState& rs, int seed_index) {
     int64_t slot = (int64_t{rs.round} * options_.seeds + seed_index) * options_.ideas + j;
     request.categories.push_back(all[static_cast<size_t>(slot % static_cast<int64_t>(all.size()))]);
   }
-  request.seed = internal::MixSeed(options_.seed, static_cast<uint64_t>(rs.round),
-                                   static_cast<uint64_t>(seed_index));
+  request.seed = SearchRun::MixSeed(options_.seed, static_cast<uint64_t>(rs.round),
+                                    static_cast<uint64_t>(seed_index));
   request.label = "r" + std::to_string(rs.round) + ".s" + std::to_string(seed_index);
-  request.cancel = &generation_cancel_;
+  request.cancel = run_.generation_cancel();
   request.on_usage = MakeUsageSink();
   ++rs.outstanding_calls;
   pool_->Submit([this, &rs, seed_index, request] {
@@ -320,10 +264,10 @@ void BranchRun::SubmitPropose(RoundState& rs, int seed_index) {
 void BranchRun::OnIdeas(RoundState& rs, int seed_index, StatusOr<IdeaResult> result) {
   std::string label = "r" + std::to_string(rs.round) + ".s" + std::to_string(seed_index);
   if (!result.ok()) {
-    GeneratorFailed(result.status(), "ideas " + label);
+    run_.GeneratorFailed(result.status(), "ideas " + label);
     return;
   }
-  AddUsage(*result);
+  run_.AddUsage(*result);
   if (!result->notes.empty()) rs.notes.push_back(label + " ideas: " + result->notes);
   int count = std::min<int>(static_cast<int>(result->ideas.size()), options_.ideas);
   for (int j = 0; j < count; ++j) {
@@ -336,14 +280,13 @@ void BranchRun::OnIdeas(RoundState& rs, int seed_index, StatusOr<IdeaResult> res
     if (ri.idea.generator.empty()) ri.idea.generator = context_.ideas->name();
     ri.seed_index = seed_index;
     ri.index = j;
-    ++summary_.ideas;
-    if (observers_.IdeaProposed(ri.idea)) Stop(TerminationReason::kStoppedByObserver, true);
+    run_.ProposeIdea(ri.idea);
     SubmitBranch(rs, ri, nullptr);
   }
 }
 
 void BranchRun::SubmitBranch(RoundState& rs, RoundIdea& idea, const HistoryEntry* failed) {
-  if (generation_cancel_.load()) return;
+  if (run_.generation_cancel()->load()) return;
   BranchRequest request;
   request.problem = context_.problem;
   request.parent = idea.parent;
@@ -351,11 +294,11 @@ void BranchRun::SubmitBranch(RoundState& rs, RoundIdea& idea, const HistoryEntry
   request.history = &summary_.history;
   request.count = failed ? 1 : options_.branches;
   request.failed = failed;
-  request.seed = internal::MixSeed(options_.seed, static_cast<uint64_t>(rs.round),
-                                   static_cast<uint64_t>(idea.seed_index * 4096 + idea.index),
-                                   failed ? 1 + Fnv1a(failed->candidate.id) : 0);
+  request.seed = SearchRun::MixSeed(options_.seed, static_cast<uint64_t>(rs.round),
+                                    static_cast<uint64_t>(idea.seed_index * 4096 + idea.index),
+                                    failed ? 1 + Fnv1a(failed->candidate.id) : 0);
   request.label = failed ? failed->candidate.id + ".fix" : idea.idea.id;
-  request.cancel = &generation_cancel_;
+  request.cancel = run_.generation_cancel();
   request.on_usage = MakeUsageSink();
   if (failed) ++summary_.repairs;
   ++rs.outstanding_calls;
@@ -372,10 +315,10 @@ void BranchRun::OnBranches(RoundState& rs, RoundIdea& idea, const HistoryEntry* 
                            StatusOr<BranchResult> result) {
   std::string label = failed ? failed->candidate.id + ".fix" : idea.idea.id;
   if (!result.ok()) {
-    GeneratorFailed(result.status(), (failed ? "repair " : "branches ") + label);
+    run_.GeneratorFailed(result.status(), (failed ? "repair " : "branches ") + label);
     return;
   }
-  AddUsage(*result);
+  run_.AddUsage(*result);
   if (!result->notes.empty()) {
     rs.notes.push_back(label + ": " + result->notes);
     idea.notes.push_back(result->notes);
@@ -399,16 +342,15 @@ void BranchRun::OnBranches(RoundState& rs, RoundIdea& idea, const HistoryEntry* 
 }
 
 void BranchRun::Submit(RoundState& rs, Pending pending) {
-  if (options_.budget.max_candidates > 0 && submitted_ >= options_.budget.max_candidates) {
+  if (!run_.ReserveCandidate()) {
     ++rs.dropped;
-    Stop(TerminationReason::kBudgetCandidates, false);
     return;
   }
-  ++submitted_;
   if (branch_.skip_duplicates) {
-    if (auto it = judged_.find(pending.hash); it != judged_.end()) {
-      Evaluation copy = it->second.evaluation;
-      copy.message = DuplicateMessage(it->second.candidate.id, RawMessage(copy.message));
+    if (const HistoryEntry* original = run_.FindJudged(pending.hash)) {
+      Evaluation copy = original->evaluation;
+      copy.message =
+          SearchRun::DuplicateMessage(original->candidate.id, SearchRun::RawMessage(copy.message));
       pending.is_duplicate = true;
       Record(rs, std::move(pending), std::move(copy));
       return;
@@ -427,26 +369,21 @@ void BranchRun::Submit(RoundState& rs, Pending pending) {
 void BranchRun::OnEvaluated(std::vector<Pending> batch, std::vector<Evaluation> results,
                             double seconds) {
   RoundState& rs = *current_;
-  summary_.gpu_seconds += seconds;
-  // A broken judge stops the search: its kCancelled verdicts are not the
-  // candidates' doing, and more candidates would only cost more replies.
-  if (Status health = context_.evaluator->health(); !health.ok()) {
-    if (!stop_) summary_.error = health.WithContext("the evaluator");
-    Stop(TerminationReason::kFailed, true);
-  }
+  run_.AddGpuSeconds(seconds);
+  run_.CheckEvaluator();
   for (size_t i = 0; i < batch.size(); ++i) {
     --rs.evaluations_in_flight;
     std::string hash = batch[i].hash;
     std::string id = batch[i].candidate.id;
     // A resumed run's evaluator may answer from a stored duplicate's record.
-    results[i].message = RawMessage(results[i].message);
+    results[i].message = SearchRun::RawMessage(results[i].message);
     Record(rs, std::move(batch[i]), std::move(results[i]));
     auto waiting = rs.in_flight.extract(hash);
     if (waiting.empty()) continue;
     const HistoryEntry& original = rs.entries.back();
     for (Pending& dup : waiting.mapped()) {
       Evaluation copy = original.evaluation;
-      copy.message = DuplicateMessage(id, copy.message);
+      copy.message = SearchRun::DuplicateMessage(id, copy.message);
       Record(rs, std::move(dup), std::move(copy));
     }
   }
@@ -460,18 +397,10 @@ void BranchRun::Record(RoundState& rs, Pending pending, Evaluation evaluation) {
     pending.idea->entries.push_back(&entry);
     ++rs.produced;
   }
-  bool new_best = internal::CountResult(&summary_, entry);
+  run_.Record(entry, pending.is_duplicate);
   if (entry.evaluation.status == EvalStatus::kCancelled) return;
-  if (!pending.is_duplicate) judged_.emplace(pending.hash, entry);
-  if (observers_.Evaluated(entry.candidate, entry.evaluation)) {
-    Stop(TerminationReason::kStoppedByObserver, true);
-  }
-  if (new_best && observers_.NewBest(entry.candidate, entry.evaluation)) {
-    Stop(TerminationReason::kStoppedByObserver, true);
-  }
-  CheckLimits();
   if (options_.repair && pending.idea && !pending.is_repair && !pending.is_duplicate &&
-      internal::NeedsRepair(entry.evaluation.status)) {
+      SearchRun::NeedsRepair(entry.evaluation.status)) {
     SubmitBranch(rs, *pending.idea, &entry);
   }
 }
@@ -482,31 +411,28 @@ void BranchRun::CanonicalizeDuplicates(RoundState& rs) {
   for (HistoryEntry& e : rs.entries) groups[e.candidate.ContentHash()].push_back(&e);
   for (auto& [hash, group] : groups) {
     std::sort(group.begin(), group.end(), [](const HistoryEntry* a, const HistoryEntry* b) {
-      return internal::Earlier(a->candidate, b->candidate);
+      return SearchRun::Earlier(a->candidate, b->candidate);
     });
     // A kernel judged before this round (an earlier round, or the starting
     // kernel) stays the original.
-    auto earlier = judged_.find(hash);
+    const HistoryEntry* earlier = run_.FindJudged(hash);
     const bool from_earlier_round =
-        earlier != judged_.end() &&
-        std::none_of(group.begin(), group.end(), [&](const HistoryEntry* e) {
-          return e->candidate.id == earlier->second.candidate.id;
+        earlier && std::none_of(group.begin(), group.end(), [&](const HistoryEntry* e) {
+          return e->candidate.id == earlier->candidate.id;
         });
     if (group.size() < 2 && !from_earlier_round) continue;
-    const std::string original = from_earlier_round ? earlier->second.candidate.id
-                                                    : group.front()->candidate.id;
+    const std::string original =
+        from_earlier_round ? earlier->candidate.id : group.front()->candidate.id;
     for (HistoryEntry* e : group) {
-      std::string raw = RawMessage(e->evaluation.message);
+      std::string raw = SearchRun::RawMessage(e->evaluation.message);
       std::string canonical =
-          e->candidate.id == original ? raw : DuplicateMessage(original, raw);
+          e->candidate.id == original ? raw : SearchRun::DuplicateMessage(original, raw);
       if (canonical == e->evaluation.message) continue;
       e->evaluation.message = std::move(canonical);
-      if (observers_.Revised(e->candidate, e->evaluation)) {
-        Stop(TerminationReason::kStoppedByObserver, true);
-      }
+      run_.Revised(*e);
     }
     if (!from_earlier_round && group.front()->evaluation.status != EvalStatus::kCancelled) {
-      judged_.insert_or_assign(hash, *group.front());
+      run_.SetJudged(hash, *group.front());
     }
   }
 }
@@ -523,30 +449,29 @@ void BranchRun::FinishRound(RoundState& rs) {
   for (RoundIdea& ri : rs.ideas) {
     std::sort(ri.entries.begin(), ri.entries.end(),
               [](const HistoryEntry* a, const HistoryEntry* b) {
-                return internal::Earlier(a->candidate, b->candidate);
+                return SearchRun::Earlier(a->candidate, b->candidate);
               });
-    std::sort(ri.notes.begin(), ri.notes.end(), internal::NaturalLess);
+    std::sort(ri.notes.begin(), ri.notes.end(), SearchRun::NaturalLess);
   }
   // Outcomes first: parents point into the committed history, which the
   // appends below may move.
   for (RoundIdea& ri : rs.ideas) {
-    internal::SetIdeaOutcome(&ri.idea, ri.parent, ri.entries, options_.branches, ri.notes);
+    SearchRun::SetIdeaOutcome(&ri.idea, ri.parent, ri.entries, options_.branches, ri.notes);
   }
   for (RoundIdea& ri : rs.ideas) summary_.history.ideas.push_back(std::move(ri.idea));
   std::vector<HistoryEntry*> entries;
   for (HistoryEntry& e : rs.entries) entries.push_back(&e);
   std::sort(entries.begin(), entries.end(), [](const HistoryEntry* a, const HistoryEntry* b) {
-    return internal::Earlier(a->candidate, b->candidate);
+    return SearchRun::Earlier(a->candidate, b->candidate);
   });
   for (HistoryEntry* e : entries) summary_.history.entries.push_back(std::move(*e));
-  std::sort(rs.notes.begin(), rs.notes.end(), internal::NaturalLess);
+  std::sort(rs.notes.begin(), rs.notes.end(), SearchRun::NaturalLess);
   for (std::string& note : rs.notes) summary_.notes.push_back(std::move(note));
   if (rs.dropped > 0) {
     summary_.notes.push_back("candidate budget reached: " + std::to_string(rs.dropped) +
                              " branches of round " + std::to_string(rs.round) + " not judged");
   }
-  summary_.rounds = rs.round + 1;
-  if (observers_.RoundEnd(rs.round)) Stop(TerminationReason::kStoppedByObserver, true);
+  run_.EndRound(rs.round);
 }
 
 int64_t BranchRun::RunRound(int round) {
@@ -558,10 +483,7 @@ int64_t BranchRun::RunRound(int round) {
     ~Reset() { current = nullptr; }
   } reset{current_};
   if (round == 0) {
-    if (observers_.RoundStart(0, {"start"})) {
-      Stop(TerminationReason::kStoppedByObserver, true);
-      return 0;
-    }
+    if (!run_.BeginRound(0, {"start"})) return 0;
     Pending start;
     start.candidate = context_.problem->start.ToCandidate("start", "start");
     start.hash = start.candidate.ContentHash();
@@ -580,10 +502,7 @@ int64_t BranchRun::RunRound(int round) {
     rs.seeds = SelectSeeds();
     std::vector<std::string> ids;
     for (const HistoryEntry* s : rs.seeds) ids.push_back(s->candidate.id);
-    if (observers_.RoundStart(round, ids)) {
-      Stop(TerminationReason::kStoppedByObserver, true);
-      return 0;
-    }
+    if (!run_.BeginRound(round, ids)) return 0;
   }
   for (int s = 0; s < static_cast<int>(rs.seeds.size()); ++s) SubmitPropose(rs, s);
   Drain(rs);
@@ -592,28 +511,21 @@ int64_t BranchRun::RunRound(int round) {
 }
 
 SearchSummary BranchRun::Run() {
-  summary_.strategy = "branch";
   int threads = std::min(std::max(1, branch_.max_concurrent_calls),
                          std::max(1, options_.seeds * options_.ideas));
   pool_ = std::make_unique<internal::WorkerPool>(threads);
   lane_ = std::make_unique<EvaluationLane>(
-      *context_.evaluator, branch_.max_evaluation_batch, &evaluation_cancel_, mailbox_,
+      *context_.evaluator, branch_.max_evaluation_batch, run_.evaluation_cancel(), mailbox_,
       [this](std::vector<Pending> batch, std::vector<Evaluation> results, double seconds) {
         OnEvaluated(std::move(batch), std::move(results), seconds);
       });
   int empty_rounds = 0;
-  for (int round = 0;; ++round) {
-    CheckLimits();
-    if (stop_) break;
-    if (options_.budget.max_rounds > 0 && round >= options_.budget.max_rounds) {
-      stop_ = TerminationReason::kBudgetRounds;
-      break;
-    }
+  for (int round = 0; run_.MayStartRound(round); ++round) {
     empty_rounds = RunRound(round) == 0 ? empty_rounds + 1 : 0;
-    if (!stop_ && empty_rounds >= std::max(1, branch_.max_empty_rounds)) {
+    if (!run_.stopped() && empty_rounds >= std::max(1, branch_.max_empty_rounds)) {
       summary_.notes.push_back("no new candidate in " + std::to_string(empty_rounds) +
                                " rounds: nothing left to try");
-      stop_ = TerminationReason::kCompleted;
+      run_.Stop(TerminationReason::kCompleted);
     }
   }
   lane_.reset();
@@ -621,7 +533,7 @@ SearchSummary BranchRun::Run() {
   // A run that ran out of work without a single idea never searched: every
   // generator call came back empty (each reply failed: an unreachable or
   // misconfigured model). That is a failure, not completion.
-  if (stop_.value_or(TerminationReason::kCompleted) == TerminationReason::kCompleted &&
+  if (run_.stopped().value_or(TerminationReason::kCompleted) == TerminationReason::kCompleted &&
       summary_.ideas == 0 && summary_.rounds > 1) {
     std::string why = "no generator call produced an idea in " +
                       std::to_string(summary_.rounds - 1) + " rounds";
@@ -631,12 +543,9 @@ SearchSummary BranchRun::Run() {
         break;
       }
     }
-    summary_.error = UnavailableError(why);
-    stop_ = TerminationReason::kFailed;
+    run_.Fail(UnavailableError(why));
   }
-  summary_.termination = stop_.value_or(TerminationReason::kCompleted);
-  summary_.wall_seconds = internal::SecondsSince(start_);
-  return std::move(summary_);
+  return run_.Finish();
 }
 
 class ParallelBranchSearch final : public Searcher {

@@ -16,7 +16,6 @@
 namespace ksearch {
 namespace {
 
-using internal::Clock;
 using Point = std::vector<int64_t>;  // one value per param of the template's space
 
 struct Space {
@@ -325,13 +324,11 @@ StatusOr<SearchSummary> ParameterTuneSearch::Run(SearchContext& context) {
   current_energy_ = std::numeric_limits<double>::infinity();
   temperature_ = tune_.initial_temperature;
   bracket_.clear();
-  auto start = Clock::now();
-  std::atomic<bool> stop_flag{false};
-  const SearchBudget& budget = options_.budget;
-  internal::Watchdog watchdog(context.cancel, budget.max_wall_seconds, start, &stop_flag);
-  internal::Observers observers(context.observers);
-  SearchSummary summary;
-  summary.strategy = name();
+  // Successive halving judges a candidate again on purpose.
+  SearchRun::Options run_options;
+  run_options.skip_duplicates = false;
+  SearchRun run(context, options_.budget, name(), run_options);
+  SearchSummary& summary = run.summary();
   spaces_.reserve(problem.templates.size());
   for (size_t t = 0; t < problem.templates.size(); ++t) {
     Space space;
@@ -360,26 +357,10 @@ StatusOr<SearchSummary> ParameterTuneSearch::Run(SearchContext& context) {
     spaces_.push_back(std::move(space));
   }
 
-  std::optional<TerminationReason> stop;
   int64_t next_id = 0;
-  for (int round = 0; !stop; ++round) {
-    if (auto why = watchdog.reason()) {
-      stop = why;
-      break;
-    }
-    if (budget.max_rounds > 0 && round >= budget.max_rounds) {
-      stop = TerminationReason::kBudgetRounds;
-      break;
-    }
-    if (auto reached = internal::BudgetReached(budget, summary, internal::SecondsSince(start))) {
-      stop = reached;
-      break;
-    }
-    int count = std::max(1, tune_.batch_size);
-    if (budget.max_candidates > 0) {
-      count =
-          static_cast<int>(std::min<int64_t>(count, budget.max_candidates - summary.candidates));
-    }
+  for (int round = 0; run.MayStartRound(round); ++round) {
+    int count = static_cast<int>(
+        std::min<int64_t>(std::max(1, tune_.batch_size), run.CandidatesLeft()));
     std::vector<Candidate> batch;
     std::vector<Proposal> proposals;
     if (round == 0) {
@@ -415,7 +396,7 @@ StatusOr<SearchSummary> ParameterTuneSearch::Run(SearchContext& context) {
       }
     }
     if (batch.empty()) {
-      stop = TerminationReason::kCompleted;
+      run.Stop(TerminationReason::kCompleted);
       break;
     }
     for (Candidate& c : batch) {
@@ -423,51 +404,19 @@ StatusOr<SearchSummary> ParameterTuneSearch::Run(SearchContext& context) {
     }
     std::vector<std::string> seed_ids;
     if (summary.best) seed_ids.push_back(summary.best->candidate.id);
-    if (observers.RoundStart(round, seed_ids)) {
-      stop = TerminationReason::kStoppedByObserver;
-      break;
-    }
-    auto gpu_start = Clock::now();
-    std::vector<Evaluation> results = context.evaluator->Evaluate(batch, &stop_flag);
-    summary.gpu_seconds += internal::SecondsSince(gpu_start);
-    Status health = context.evaluator->health();
-    results.resize(batch.size());
+    if (!run.BeginRound(round, seed_ids)) break;
+    const size_t judged = batch.size();
+    std::vector<const HistoryEntry*> results = run.Evaluate(std::move(batch));
     summary.rounds = round + 1;
-    size_t first = summary.history.entries.size();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Evaluation& e = results[i];
-      e.candidate_id = batch[i].id;
-      summary.history.entries.push_back(HistoryEntry{batch[i], std::move(e)});
-      const HistoryEntry& entry = summary.history.entries.back();
-      if (round == 0 && i == 0) summary.start = entry;
-      bool new_best = internal::CountResult(&summary, entry);
-      if (entry.evaluation.status == EvalStatus::kCancelled) continue;
-      if (observers.Evaluated(entry.candidate, entry.evaluation)) {
-        stop = TerminationReason::kStoppedByObserver;
-      }
-      if (new_best && observers.NewBest(entry.candidate, entry.evaluation)) {
-        stop = TerminationReason::kStoppedByObserver;
-      }
-    }
-    std::vector<const HistoryEntry*> point_results;
-    size_t offset = round == 0 ? 1 : 0;  // round 0 begins with the starting kernel
-    for (size_t i = offset; i < batch.size(); ++i) {
-      point_results.push_back(&summary.history.entries[first + i]);
-    }
-    AfterBatch(proposals, point_results, round);
-    if (!health.ok()) {
-      summary.error = health.WithContext("the evaluator");
-      stop = TerminationReason::kFailed;
-      break;
-    }
-    if (observers.RoundEnd(round)) stop = TerminationReason::kStoppedByObserver;
+    if (round == 0 && !results.empty()) summary.start = *results.front();
+    // Round 0 begins with the starting kernel; the rest are the proposals.
+    std::vector<const HistoryEntry*> point_results(
+        results.begin() + (round == 0 && !results.empty() ? 1 : 0), results.end());
+    if (results.size() == judged) AfterBatch(proposals, point_results, round);
+    if (run.stopped() == TerminationReason::kFailed) break;
+    run.EndRound(round);
   }
-  if (auto why = watchdog.reason(); why && (!stop || *stop == TerminationReason::kCompleted)) {
-    stop = why;
-  }
-  summary.termination = stop.value_or(TerminationReason::kCompleted);
-  summary.wall_seconds = internal::SecondsSince(start);
-  return summary;
+  return run.Finish();
 }
 
 }  // namespace

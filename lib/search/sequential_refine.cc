@@ -1,17 +1,11 @@
 // SequentialRefineSearch: the traditional revise loop, one candidate at a
 // time, kept as the baseline the method is compared with at equal budget. It
-// runs on the caller's thread; a watchdog turns SIGINT and the wall-time
-// budget into the cancel flag that the blocking calls watch.
-#include <algorithm>
-#include <map>
-
+// runs on the caller's thread; its SearchRun's watchdog turns SIGINT and the
+// wall-time budget into the cancel flags that the blocking calls watch.
 #include "ksearch/strategies.h"
-#include "search/search_util.h"
 
 namespace ksearch {
 namespace {
-
-using internal::Clock;
 
 constexpr int kMaxEmptySteps = 3;
 
@@ -37,51 +31,15 @@ StatusOr<SearchSummary> SequentialRefineSearch::Run(SearchContext& context) {
     return InvalidArgumentError("SequentialRefineSearch needs a Brancher in the context");
   }
   const Problem& problem = *context.problem;
-  const SearchBudget& budget = options_.budget;
-  auto start = Clock::now();
-  std::atomic<bool> stop_flag{false};
-  internal::Watchdog watchdog(context.cancel, budget.max_wall_seconds, start, &stop_flag);
-  internal::Observers observers(context.observers);
-  SearchSummary summary;
-  summary.strategy = name();
-  SearchHistory& history = summary.history;
-  std::optional<TerminationReason> stop;
+  SearchRun run(context, options_.budget, name());
+  SearchSummary& summary = run.summary();
+  const SearchHistory& history = run.history();
 
-  // Judges one candidate (or copies the verdict on identical content) and
-  // records it. Returns the entry's index in the history.
-  std::map<std::string, size_t> judged_hashes;  // content hash → history index
-  auto judge = [&](Candidate candidate) -> size_t {
-    std::string hash = candidate.ContentHash();
-    Evaluation evaluation;
-    if (auto same = judged_hashes.find(hash); same != judged_hashes.end()) {
-      const HistoryEntry& original = history.entries[same->second];
-      evaluation = original.evaluation;
-      evaluation.message =
-          "same kernel as " + original.candidate.id + ", not judged again: " + evaluation.message;
-    } else {
-      auto t0 = Clock::now();
-      std::vector<Evaluation> results =
-          context.evaluator->Evaluate(std::span<const Candidate>(&candidate, 1), &stop_flag);
-      summary.gpu_seconds += internal::SecondsSince(t0);
-      if (!results.empty()) evaluation = std::move(results.front());
-      if (Status health = context.evaluator->health(); !health.ok() && !stop) {
-        summary.error = health.WithContext("the evaluator");
-        stop = TerminationReason::kFailed;
-      }
-    }
-    evaluation.candidate_id = candidate.id;
-    history.entries.push_back(HistoryEntry{std::move(candidate), std::move(evaluation)});
-    const HistoryEntry& entry = history.entries.back();
-    bool new_best = internal::CountResult(&summary, entry);
-    if (entry.evaluation.status != EvalStatus::kCancelled) {
-      judged_hashes.emplace(hash, history.entries.size() - 1);
-      if (observers.Evaluated(entry.candidate, entry.evaluation)) {
-        stop = TerminationReason::kStoppedByObserver;
-      }
-      if (new_best && observers.NewBest(entry.candidate, entry.evaluation)) {
-        stop = TerminationReason::kStoppedByObserver;
-      }
-    }
+  // Judges one candidate (SearchRun copies the verdict on identical content)
+  // and returns its entry's index in the history; nullopt when the candidate
+  // budget left it unjudged.
+  auto judge = [&](Candidate candidate) -> std::optional<size_t> {
+    if (run.Evaluate({std::move(candidate)}).empty()) return std::nullopt;
     return history.entries.size() - 1;
   };
   auto find = [&](const std::string& id) -> size_t {
@@ -91,12 +49,9 @@ StatusOr<SearchSummary> SequentialRefineSearch::Run(SearchContext& context) {
     return 0;
   };
 
-  if (observers.RoundStart(0, {"start"})) stop = TerminationReason::kStoppedByObserver;
-  if (!stop) {
-    judge(problem.start.ToCandidate("start", "start"));
+  if (run.BeginRound(0, {"start"}) && judge(problem.start.ToCandidate("start", "start"))) {
     summary.start = history.entries.front();
-    summary.rounds = 1;
-    if (observers.RoundEnd(0)) stop = TerminationReason::kStoppedByObserver;
+    run.EndRound(0);
   }
   size_t last = 0;
   int empty_steps = 0;
@@ -104,39 +59,24 @@ StatusOr<SearchSummary> SequentialRefineSearch::Run(SearchContext& context) {
       options_.categories.empty()
           ? std::vector<IdeaCategory>(kAllIdeaCategories.begin(), kAllIdeaCategories.end())
           : options_.categories;
-  for (int step = 1; !stop; ++step) {
-    if (auto why = watchdog.reason()) {
-      stop = why;
-      break;
-    }
-    if (budget.max_rounds > 0 && step >= budget.max_rounds) {
-      stop = TerminationReason::kBudgetRounds;
-      break;
-    }
-    if (auto reached = internal::BudgetReached(budget, summary, internal::SecondsSince(start))) {
-      stop = reached;
-      break;
-    }
+  for (int step = 1; run.MayStartRound(step); ++step) {
     size_t parent = summary.best ? find(summary.best->candidate.id) : 0;
     const HistoryEntry* failed = nullptr;
     const HistoryEntry& previous = history.entries[last];
     bool previous_was_repair =
         previous.candidate.provenance.generator.find("(repair)") != std::string::npos;
-    if (last != 0 && internal::NeedsRepair(previous.evaluation.status) && !previous_was_repair) {
+    if (last != 0 && SearchRun::NeedsRepair(previous.evaluation.status) && !previous_was_repair) {
       failed = &previous;
     }
     std::string label = "s" + std::to_string(step);
-    if (observers.RoundStart(step, {history.entries[parent].candidate.id})) {
-      stop = TerminationReason::kStoppedByObserver;
-      break;
-    }
+    if (!run.BeginRound(step, {history.entries[parent].candidate.id})) break;
     Idea idea;
     idea.category = categories[static_cast<size_t>(step - 1) % categories.size()];
     if (failed) {
       const Idea* original = history.FindIdea(failed->candidate.provenance.idea_id);
       if (original) idea.category = original->category;
       idea.text = "Fix kernel " + failed->candidate.id +
-                  ", which failed: " + internal::FailureReason(failed->evaluation) +
+                  ", which failed: " + SearchRun::FailureReason(failed->evaluation) +
                   (original ? ". It was meant to implement: " + original->text : std::string());
       idea.generator = "refine";
     } else if (refine_.use_idea_generator && context.ideas) {
@@ -147,22 +87,15 @@ StatusOr<SearchSummary> SequentialRefineSearch::Run(SearchContext& context) {
       request.round = step;
       request.count = 1;
       request.categories = {idea.category};
-      request.seed = internal::MixSeed(options_.seed, static_cast<uint64_t>(step));
+      request.seed = SearchRun::MixSeed(options_.seed, static_cast<uint64_t>(step));
       request.label = label;
-      request.cancel = &stop_flag;
+      request.cancel = run.generation_cancel();
       StatusOr<IdeaResult> result = context.ideas->Propose(request);
       if (!result.ok()) {
-        if (result.status().code() == StatusCode::kCancelled && stop_flag.load()) {
-          stop = watchdog.reason().value_or(TerminationReason::kInterrupted);
-        } else {
-          summary.error = result.status().WithContext("idea " + label);
-          stop = TerminationReason::kFailed;
-        }
+        run.GeneratorFailed(result.status(), "idea " + label);
         break;
       }
-      summary.input_tokens += result->input_tokens;
-      summary.output_tokens += result->output_tokens;
-      summary.cost_usd += result->cost_usd;
+      run.AddUsage(*result);
       if (!result->notes.empty()) summary.notes.push_back(label + " idea: " + result->notes);
       if (!result->ideas.empty()) {
         idea = std::move(result->ideas.front());
@@ -180,8 +113,7 @@ StatusOr<SearchSummary> SequentialRefineSearch::Run(SearchContext& context) {
     idea.id = label + ".idea";
     idea.parent_id = history.entries[parent].candidate.id;
     idea.round = step;
-    ++summary.ideas;
-    if (observers.IdeaProposed(idea)) stop = TerminationReason::kStoppedByObserver;
+    run.ProposeIdea(idea);
 
     BranchRequest request;
     request.problem = &problem;
@@ -190,23 +122,16 @@ StatusOr<SearchSummary> SequentialRefineSearch::Run(SearchContext& context) {
     request.history = &history;
     request.count = 1;
     request.failed = failed;
-    request.seed = internal::MixSeed(options_.seed, static_cast<uint64_t>(step), 1);
+    request.seed = SearchRun::MixSeed(options_.seed, static_cast<uint64_t>(step), 1);
     request.label = label;
-    request.cancel = &stop_flag;
+    request.cancel = run.generation_cancel();
     if (failed) ++summary.repairs;
     StatusOr<BranchResult> result = context.brancher->Branch(request);
     if (!result.ok()) {
-      if (result.status().code() == StatusCode::kCancelled && stop_flag.load()) {
-        stop = watchdog.reason().value_or(TerminationReason::kInterrupted);
-      } else {
-        summary.error = result.status().WithContext("branch " + label);
-        stop = TerminationReason::kFailed;
-      }
+      run.GeneratorFailed(result.status(), "branch " + label);
       break;
     }
-    summary.input_tokens += result->input_tokens;
-    summary.output_tokens += result->output_tokens;
-    summary.cost_usd += result->cost_usd;
+    run.AddUsage(*result);
     std::vector<std::string> notes;
     if (!result->notes.empty()) {
       summary.notes.push_back(label + ": " + result->notes);
@@ -222,24 +147,21 @@ StatusOr<SearchSummary> SequentialRefineSearch::Run(SearchContext& context) {
       c.provenance.idea_id = idea.id;
       c.provenance.round = step;
       c.provenance.generator = context.brancher->name() + (failed ? " (repair)" : "");
-      last = judge(std::move(c));
-      judged.push_back(&history.entries[last]);
+      if (std::optional<size_t> index = judge(std::move(c))) {
+        last = *index;
+        judged.push_back(&history.entries[last]);
+      }
       empty_steps = 0;
     } else if (++empty_steps >= kMaxEmptySteps) {
       summary.notes.push_back("no candidate in " + std::to_string(empty_steps) +
                               " steps: stopping");
-      stop = TerminationReason::kCompleted;
+      run.Stop(TerminationReason::kCompleted);
     }
-    internal::SetIdeaOutcome(&idea, &history.entries[find(parent_id)], judged, 1, notes);
-    history.ideas.push_back(std::move(idea));
-    summary.rounds = step + 1;
-    if (observers.RoundEnd(step)) stop = TerminationReason::kStoppedByObserver;
+    SearchRun::SetIdeaOutcome(&idea, &history.entries[find(parent_id)], judged, 1, notes);
+    summary.history.ideas.push_back(std::move(idea));
+    run.EndRound(step);
   }
-  if (!stop) stop = TerminationReason::kCompleted;
-  if (auto why = watchdog.reason(); why && *stop != TerminationReason::kFailed) stop = why;
-  summary.termination = *stop;
-  summary.wall_seconds = internal::SecondsSince(start);
-  return summary;
+  return run.Finish();
 }
 
 }  // namespace
