@@ -1,5 +1,8 @@
 #include "ksearch/status.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace ksearch {
 
 std::string_view ToString(StatusCode code) {
@@ -64,5 +67,11 @@ Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m
 Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 Status DataLossError(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 Status UnauthenticatedError(std::string m) { return {StatusCode::kUnauthenticated, std::move(m)}; }
+
+void internal::DieOfValueOnError(const Status& status) {
+  std::fprintf(stderr, "StatusOr::value() on an error: %s\n", status.ToString().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
 
 }  // namespace ksearch

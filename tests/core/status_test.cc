@@ -47,6 +47,19 @@ TEST(StatusOr, HoldsValueOrError) {
   EXPECT_EQ(from_ok.status().code(), StatusCode::kInternal);
 }
 
+// An error's value is a bug in the caller: the process stops at once, naming
+// the error, rather than throwing through the API.
+TEST(StatusOrDeathTest, TheValueOfAnErrorAbortsNamingTheError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  StatusOr<int> error = NotFoundError("no such run 12");
+  EXPECT_DEATH((void)error.value(), "StatusOr::value\\(\\) on an error: NOT_FOUND: no such run 12");
+  EXPECT_DEATH((void)*Half(3), "INVALID_ARGUMENT");
+  const StatusOr<std::string> text = DataLossError("torn page");
+  EXPECT_DEATH((void)text->size(), "DATA_LOSS: torn page");
+  StatusOr<int> fine = 2;
+  EXPECT_EQ(fine.value(), 2);  // and a value is there to be taken
+}
+
 TEST(StatusOr, MacrosPropagateErrors) {
   int out = 0;
   EXPECT_TRUE(UsesMacros(8, &out).ok());
