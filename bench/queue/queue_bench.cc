@@ -25,6 +25,7 @@
 #include "ksearch/queue.h"
 #include "ksearch/worker_pool.h"
 #include "queue_test_util.h"
+#include "worker/pool_testing.h"
 
 namespace {
 
@@ -157,8 +158,9 @@ int Compare(const std::string& url, const std::string& arch, const std::vector<i
   {
     ksearch::WorkerPoolOptions pool;
     pool.gpus = gpus;
-    if (fake) pool.worker_arguments = {"--fake"};
-    auto local = ksearch::CreateWorkerPoolEvaluator(*problem, pool);
+    std::vector<std::string> worker_arguments;  // fake workers: worker/pool_testing.h
+    if (fake) worker_arguments = {"--fake"};
+    auto local = ksearch::internal::CreateWorkerPoolEvaluator(*problem, pool, worker_arguments);
     if (!local.ok()) {
       std::cerr << "local pool: " << local.status().ToString() << "\n";
       return 1;

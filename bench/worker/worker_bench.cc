@@ -27,6 +27,7 @@
 
 #include "ksearch/ksearch.h"
 #include "ksearch/worker_pool.h"
+#include "worker/pool_testing.h"
 
 using namespace ksearch;
 using Clock = std::chrono::steady_clock;
@@ -101,10 +102,10 @@ void RunOne(const Problem& problem, const std::vector<Candidate>& candidates,
   options.evaluator.compile_cache_dir = cache;
   options.evaluator.seed = 11;
   options.evaluator.max_timing_seconds = max_timing_seconds;
-  if (fake)
-    options.worker_arguments = {"--fake", "--fake-devices=" + std::to_string(gpus.back() + 1)};
+  std::vector<std::string> worker_arguments;  // fake workers: worker/pool_testing.h
+  if (fake) worker_arguments = {"--fake", "--fake-devices=" + std::to_string(gpus.back() + 1)};
   auto start = Clock::now();
-  auto pool = CreateWorkerPoolEvaluator(problem, options);
+  auto pool = internal::CreateWorkerPoolEvaluator(problem, options, worker_arguments);
   double setup_s = std::chrono::duration<double>(Clock::now() - start).count();
   std::string gpu_list;
   for (int g : gpus) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);

@@ -163,10 +163,8 @@ struct QueueWorkerOptions {
   // How long one blocking read waits before the worker looks for stale jobs
   // and at `stop` again.
   double poll_seconds = 0.5;
-  // Refresh the claim on held jobs while judging them. Off only in tests
-  // that need a worker to look dead while it is alive.
-  bool heartbeat = true;
-  // Exit after this many jobs (0: run until `stop`). For tests and benches.
+  // Exit after this many jobs (0: run until `stop`; `ksearch worker
+  // --max-jobs`).
   int64_t max_jobs = 0;
   EvaluatorFactory evaluator_factory;
 };

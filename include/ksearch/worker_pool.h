@@ -67,9 +67,6 @@ struct WorkerPoolOptions {
   // `ksearch-worker` beside the running executable, beside libksearch or in
   // its ../bin, then the install and build locations known at build time.
   std::string worker_binary;
-  // Extra arguments for every worker (tests pass "--fake"; see
-  // `ksearch-worker --help`).
-  std::vector<std::string> worker_arguments;
   // NVRTC threads in the orchestrator. 0: one per hardware thread (at most 32).
   int compile_threads = 0;
   // Ship sources instead of cubins and compile in the workers (with the same

@@ -10,6 +10,7 @@
 
 #include "ksearch/queue.h"
 #include "queue/job.h"
+#include "queue/queue_testing.h"
 #include "queue/redis.h"
 #include "worker/evaluation_json.h"
 
@@ -33,12 +34,12 @@ struct Job {
 // connection), so that a long evaluation is not mistaken for a dead worker.
 class Heartbeat {
  public:
-  Heartbeat(const QueueWorkerOptions& options, std::string name)
-      : options_(options), name_(std::move(name)) {}
+  Heartbeat(const QueueWorkerOptions& options, bool enabled, std::string name)
+      : options_(options), enabled_(enabled), name_(std::move(name)) {}
   ~Heartbeat() { Stop(); }
 
   void Start(const std::vector<Job>& jobs) {
-    if (!options_.heartbeat || jobs.empty()) return;
+    if (!enabled_ || jobs.empty()) return;
     std::lock_guard lock(mutex_);
     jobs_.clear();
     for (const Job& job : jobs) jobs_.emplace_back(job.stream, job.entry);
@@ -82,6 +83,7 @@ class Heartbeat {
   }
 
   const QueueWorkerOptions& options_;
+  const bool enabled_;
   std::string name_;
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -92,8 +94,9 @@ class Heartbeat {
 
 class Worker {
  public:
-  Worker(QueueWorkerOptions options, std::unique_ptr<Redis> redis)
-      : options_(std::move(options)), redis_(std::move(redis)) {
+  Worker(QueueWorkerOptions options, internal::QueueWorkerTestHooks hooks,
+         std::unique_ptr<Redis> redis)
+      : options_(std::move(options)), hooks_(hooks), redis_(std::move(redis)) {
     keys_.prefix = options_.queue.prefix;
     if (options_.name.empty()) {
       char host[256] = {};
@@ -108,7 +111,7 @@ class Worker {
   StatusOr<QueueWorkerStats> Run(const std::atomic<bool>* stop) {
     for (const std::string& stream : streams_)
       KSEARCH_RETURN_IF_ERROR(internal::queue::EnsureGroup(*redis_, stream));
-    Heartbeat heartbeat(options_, options_.name);
+    Heartbeat heartbeat(options_, hooks_.heartbeat, options_.name);
     bool own_pending = true;  // after a restart under the same name: its jobs first
     auto last_claim = Clock::now() - std::chrono::hours(1);
     auto claim_period =
@@ -320,6 +323,7 @@ class Worker {
   }
 
   QueueWorkerOptions options_;
+  internal::QueueWorkerTestHooks hooks_;
   std::unique_ptr<Redis> redis_;
   Keys keys_;
   std::vector<std::string> streams_;
@@ -330,14 +334,20 @@ class Worker {
 
 }  // namespace
 
-StatusOr<QueueWorkerStats> RunQueueWorker(const QueueWorkerOptions& options,
-                                          const std::atomic<bool>* stop) {
+StatusOr<QueueWorkerStats> internal::RunQueueWorker(const QueueWorkerOptions& options,
+                                                    const QueueWorkerTestHooks& hooks,
+                                                    const std::atomic<bool>* stop) {
   if (options.arch.empty() || !options.arch.starts_with("sm_"))
     return InvalidArgumentError("queue worker: arch must name this host's GPUs, e.g. sm_90 (got '" +
                                 options.arch + "')");
   KSEARCH_ASSIGN_OR_RETURN(std::unique_ptr<Redis> redis, Redis::Connect(options.queue));
-  Worker worker(options, std::move(redis));
+  Worker worker(options, hooks, std::move(redis));
   return worker.Run(stop);
+}
+
+StatusOr<QueueWorkerStats> RunQueueWorker(const QueueWorkerOptions& options,
+                                          const std::atomic<bool>* stop) {
+  return internal::RunQueueWorker(options, internal::QueueWorkerTestHooks(), stop);
 }
 
 }  // namespace ksearch

@@ -38,6 +38,7 @@
 #include "cuda/compiler.h"
 #include "worker/compile.h"
 #include "worker/messages.h"
+#include "worker/pool_testing.h"
 #include "worker/process.h"
 #include "worker/protocol.h"
 
@@ -143,11 +144,13 @@ struct Slot {
 
 class WorkerPool final : public WorkerPoolEvaluator {
  public:
-  WorkerPool(const Problem& problem, WorkerPoolOptions options, std::string binary)
+  WorkerPool(const Problem& problem, WorkerPoolOptions options, std::string binary,
+             std::vector<std::string> worker_arguments)
       : problem_(problem),
         problem_json_(problem.ToJson()),
         options_(std::move(options)),
         binary_(std::move(binary)),
+        worker_arguments_(std::move(worker_arguments)),
         work_(asio::make_work_guard(io_)) {
     internal::CompilerOptions copts = CompilerOptionsFor(options_.evaluator);
     compiler_ = std::make_unique<Compiler>(copts);
@@ -236,6 +239,7 @@ class WorkerPool final : public WorkerPoolEvaluator {
   const std::string problem_json_;
   const WorkerPoolOptions options_;
   const std::string binary_;
+  const std::vector<std::string> worker_arguments_;  // test hooks (pool_testing.h)
   std::unique_ptr<Compiler> compiler_;
 
   asio::io_context io_;
@@ -325,8 +329,7 @@ void WorkerPool::PublishPids() {
 void WorkerPool::StartSlot(Slot& slot) {
   if (shutting_down_) return;
   std::vector<std::string> arguments = {"--gpu", std::to_string(slot.gpu)};
-  arguments.insert(arguments.end(), options_.worker_arguments.begin(),
-                   options_.worker_arguments.end());
+  arguments.insert(arguments.end(), worker_arguments_.begin(), worker_arguments_.end());
   auto spawned = Spawn(binary_, arguments);
   if (!spawned.ok()) {
     StartFailed(slot, spawned.status());
@@ -1015,6 +1018,12 @@ std::vector<Evaluation> WorkerPool::Evaluate(std::span<const Candidate> candidat
 
 StatusOr<std::unique_ptr<WorkerPoolEvaluator>> CreateWorkerPoolEvaluator(
     const Problem& problem, const WorkerPoolOptions& options) {
+  return internal::CreateWorkerPoolEvaluator(problem, options, {});
+}
+
+StatusOr<std::unique_ptr<WorkerPoolEvaluator>> internal::CreateWorkerPoolEvaluator(
+    const Problem& problem, const WorkerPoolOptions& options,
+    std::vector<std::string> worker_arguments) {
   if (options.evaluator.compile_only) {
     return InvalidArgumentError(
         "the worker pool does not do compile-only evaluation (CreateLocalEvaluator does, without a "
@@ -1042,7 +1051,8 @@ StatusOr<std::unique_ptr<WorkerPoolEvaluator>> CreateWorkerPoolEvaluator(
   // refused now rather than per candidate.
   KSEARCH_RETURN_IF_ERROR(
       internal::CheckUntrustedCompiles(CompilerOptionsFor(options.evaluator)));
-  auto pool = std::make_unique<WorkerPool>(problem, options, std::move(binary));
+  auto pool = std::make_unique<WorkerPool>(problem, options, std::move(binary),
+                                           std::move(worker_arguments));
   KSEARCH_RETURN_IF_ERROR(pool->Start());
   return std::unique_ptr<WorkerPoolEvaluator>(std::move(pool));
 }

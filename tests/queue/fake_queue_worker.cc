@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "ksearch/queue.h"
+#include "queue/queue_testing.h"
 
 namespace {
 
@@ -102,6 +103,7 @@ class FakeEvaluator final : public ksearch::Evaluator {
 
 int main(int argc, char** argv) {
   ksearch::QueueWorkerOptions options;
+  ksearch::internal::QueueWorkerTestHooks hooks;
   ksearch::DeviceInfo device;
   device.name = "fake GPU";
   for (int i = 1; i < argc; ++i) {
@@ -134,7 +136,7 @@ int main(int argc, char** argv) {
     else if (arg == "--poll")
       options.poll_seconds = std::atof(next().c_str());
     else if (arg == "--no-heartbeat")
-      options.heartbeat = false;
+      hooks.heartbeat = false;
     else {
       std::cerr << "fake_queue_worker: unknown argument " << arg << "\n";
       return 2;
@@ -153,7 +155,7 @@ int main(int argc, char** argv) {
   action.sa_handler = OnSignal;
   ::sigaction(SIGTERM, &action, nullptr);
   ::sigaction(SIGINT, &action, nullptr);
-  auto stats = ksearch::RunQueueWorker(options, &g_stop);
+  auto stats = ksearch::internal::RunQueueWorker(options, hooks, &g_stop);
   if (!stats.ok()) {
     std::cerr << "fake_queue_worker " << options.name << ": " << stats.status().ToString() << "\n";
     return 1;

@@ -19,6 +19,7 @@
 
 #include "ksearch/worker_pool.h"
 #include "test_util.h"
+#include "worker/pool_testing.h"
 #include "worker_test_util.h"
 
 namespace ksearch {
@@ -36,10 +37,21 @@ std::string Script(const std::string& directives) {
          "  y[blockIdx.x * cols + threadIdx.x] = x[0];\n}\n";
 }
 
-WorkerPoolOptions FakeOptions(int devices = 1) {
+// The fake worker's arguments (a test hook: worker/pool_testing.h).
+std::vector<std::string> FakeWorker(int devices = 1) {
+  return {"--fake", "--fake-devices=" + std::to_string(devices)};
+}
+
+// CreateWorkerPoolEvaluator with workers started with `arguments`.
+StatusOr<std::unique_ptr<WorkerPoolEvaluator>> CreatePool(
+    const Problem& problem, const WorkerPoolOptions& options,
+    std::vector<std::string> arguments = FakeWorker()) {
+  return internal::CreateWorkerPoolEvaluator(problem, options, std::move(arguments));
+}
+
+WorkerPoolOptions FakeOptions() {
   WorkerPoolOptions o;
   o.worker_binary = TestWorkerBinary();
-  o.worker_arguments = {"--fake", "--fake-devices=" + std::to_string(devices)};
   o.gpus = {0};
   o.evaluation_timeout_seconds = 1.0;
   o.worker_start_timeout_seconds = 10.0;
@@ -52,8 +64,9 @@ WorkerPoolOptions FakeOptions(int devices = 1) {
 
 class FakePool : public ::testing::Test {
  protected:
-  void Create(WorkerPoolOptions options = FakeOptions()) {
-    auto pool = CreateWorkerPoolEvaluator(problem_, options);
+  void Create(WorkerPoolOptions options = FakeOptions(),
+              std::vector<std::string> arguments = FakeWorker()) {
+    auto pool = CreatePool(problem_, options, std::move(arguments));
     ASSERT_TRUE(pool.ok()) << pool.status().ToString();
     pool_ = std::move(*pool);
   }
@@ -206,9 +219,9 @@ TEST_F(FakePool, ACandidateWhoseWorkerDiesOnceIsJudgedAgain) {
 }
 
 TEST_F(FakePool, SpreadsABatchOverTwoGpusAndSurvivesCrashesOnBoth) {
-  WorkerPoolOptions options = FakeOptions(2);
+  WorkerPoolOptions options = FakeOptions();
   options.gpus.clear();  // every visible GPU: the fake driver reports two
-  Create(options);
+  Create(options, FakeWorker(2));
   EXPECT_EQ(pool_->gpus(), (std::vector<int>{0, 1}));
   std::vector<Candidate> batch;
   for (int i = 0; i < 24; ++i) {
@@ -234,9 +247,9 @@ TEST(FakePoolShutdown, SurvivesWorkersThatDieAroundShutdown) {
   Problem problem = RowSoftmaxProblem(8, 64);
   for (int trial = 0; trial < 20; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
-    WorkerPoolOptions options = FakeOptions(2);
+    WorkerPoolOptions options = FakeOptions();
     options.gpus.clear();
-    auto pool = CreateWorkerPoolEvaluator(problem, options);
+    auto pool = CreatePool(problem, options, FakeWorker(2));
     ASSERT_TRUE(pool.ok()) << pool.status().ToString();
     for (int pid : (*pool)->worker_pids()) {
       if (pid > 0 && (trial % 2 == 0 || pid == (*pool)->worker_pids().front())) ::kill(pid, SIGKILL);
@@ -285,7 +298,7 @@ TEST_F(FakePool, CancelsWhatIsNotYetSentAndFinishesTheRest) {
 TEST(FakePoolStart, AMissingWorkerBinaryIsACleanError) {
   WorkerPoolOptions options = FakeOptions();
   options.worker_binary = "/nonexistent/ksearch-worker";
-  auto pool = CreateWorkerPoolEvaluator(RowSoftmaxProblem(8, 64), options);
+  auto pool = CreatePool(RowSoftmaxProblem(8, 64), options);
   ASSERT_FALSE(pool.ok());
   EXPECT_EQ(pool.status().code(), StatusCode::kNotFound);
   EXPECT_NE(pool.status().message().find("worker binary missing"), std::string::npos)
@@ -317,11 +330,11 @@ TEST(FakePoolStart, ReportsWhyAWorkerCouldNotStart) {
   };
   for (const Case& c : cases) {
     WorkerPoolOptions options = FakeOptions();
-    options.worker_arguments.insert(options.worker_arguments.end(), c.arguments.begin(),
-                                    c.arguments.end());
+    std::vector<std::string> arguments = FakeWorker();
+    arguments.insert(arguments.end(), c.arguments.begin(), c.arguments.end());
     options.gpus = c.gpus;
     options.worker_start_timeout_seconds = 0.5;
-    auto pool = CreateWorkerPoolEvaluator(RowSoftmaxProblem(8, 64), options);
+    auto pool = CreatePool(RowSoftmaxProblem(8, 64), options, arguments);
     ASSERT_FALSE(pool.ok()) << c.text;
     EXPECT_EQ(pool.status().code(), c.code) << pool.status().ToString();
     EXPECT_NE(pool.status().message().find(c.text), std::string::npos) << pool.status().ToString();
@@ -331,11 +344,11 @@ TEST(FakePoolStart, ReportsWhyAWorkerCouldNotStart) {
 TEST(FakePoolStart, RejectsBadOptions) {
   WorkerPoolOptions options = FakeOptions();
   options.gpus = {0, 0};
-  EXPECT_EQ(CreateWorkerPoolEvaluator(RowSoftmaxProblem(8, 64), options).status().code(),
+  EXPECT_EQ(CreatePool(RowSoftmaxProblem(8, 64), options).status().code(),
             StatusCode::kInvalidArgument);
   options = FakeOptions();
   options.evaluator.compile_only = true;
-  EXPECT_EQ(CreateWorkerPoolEvaluator(RowSoftmaxProblem(8, 64), options).status().code(),
+  EXPECT_EQ(CreatePool(RowSoftmaxProblem(8, 64), options).status().code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -344,8 +357,7 @@ TEST(RealWorkerStart, WithoutADriverTheWorkerSaysSoCleanly) {
   if (CudaDriverAvailable(&why))
     GTEST_SKIP() << "a GPU is present: the GPU tests cover the real worker";
   WorkerPoolOptions options = FakeOptions();
-  options.worker_arguments.clear();  // the real judge
-  auto pool = CreateWorkerPoolEvaluator(RowSoftmaxProblem(8, 64), options);
+  auto pool = CreatePool(RowSoftmaxProblem(8, 64), options, {});  // the real judge
   ASSERT_FALSE(pool.ok());
   EXPECT_EQ(pool.status().code(), StatusCode::kFailedPrecondition) << pool.status().ToString();
   EXPECT_NE(pool.status().message().find("no CUDA driver"), std::string::npos)

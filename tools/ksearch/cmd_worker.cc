@@ -1,11 +1,14 @@
 // ksearch worker: serve a Redis work queue with this host's GPUs.
 #include <csignal>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "ksearch/queue.h"
 #include "ksearch/worker_pool.h"
+#include "worker/pool_testing.h"
 
 namespace ksearch::cli {
 namespace {
@@ -55,10 +58,13 @@ int RunWorker(const WorkerArgs& args) {
   pool.evaluator.compile_cache_dir = args.cache_dir;
   pool.evaluator.seed = args.seed;
   pool.evaluator.max_timing_seconds = args.max_timing_seconds;
-  if (args.fake) pool.worker_arguments = {"--fake"};
-  options.evaluator_factory =
-      [pool](const Problem& problem) -> StatusOr<std::unique_ptr<Evaluator>> {
-    KSEARCH_ASSIGN_OR_RETURN(auto created, CreateWorkerPoolEvaluator(problem, pool));
+  // Fake workers are the pool's test hook (worker/pool_testing.h).
+  std::vector<std::string> worker_arguments;
+  if (args.fake) worker_arguments = {"--fake"};
+  options.evaluator_factory = [pool, worker_arguments](
+                                  const Problem& problem) -> StatusOr<std::unique_ptr<Evaluator>> {
+    KSEARCH_ASSIGN_OR_RETURN(auto created,
+                             internal::CreateWorkerPoolEvaluator(problem, pool, worker_arguments));
     std::cerr << "ksearch worker: judging " << problem.name << " on " << created->device().name
               << " (" << created->gpus().size() << " GPU(s))\n";
     return std::unique_ptr<Evaluator>(std::move(created));
