@@ -28,7 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "ksearch/llm.h"
+#include "ksearch/http_llm_client.h"
+#include "ksearch/mock_llm_server.h"
+#include "ksearch/tls_credentials.h"
 
 namespace {
 

@@ -24,6 +24,7 @@
 #include <ksearch/kernel_cache.h>
 #include <ksearch/kernel_runner.h>
 #include <ksearch/ksearch.h>
+#include <ksearch/run_session.h>
 #include <ksearch/store.h>
 
 namespace {

@@ -1,7 +1,9 @@
 // LlmClient: asynchronous chat completions behind one interface, whatever the
 // provider (OpenAI-compatible servers — hosted, vLLM, llama.cpp, Ollama — and
-// Anthropic messages). The concrete clients (HTTP, replay), the recording
-// format, the price table and the mock server are in ksearch/llm.h.
+// Anthropic messages). The concrete clients are in ksearch/http_llm_client.h
+// and ksearch/replay_llm_client.h; the recording format in llm_recording.h,
+// the price table in price_table.h, the mock server in mock_llm_server.h,
+// kernel extraction from a reply in kernel_blocks.h.
 //
 // Contract for implementations:
 // - Complete() returns at once; `done` runs exactly once, on one of the
@@ -202,6 +204,10 @@ class LlmClient {
   // "openai", "anthropic", "replay", …
   virtual std::string provider() const = 0;
 };
+
+// Runs `request` on `client` and waits for the result. Must not be called on
+// one of the client's I/O threads (it would wait for itself forever).
+[[nodiscard]] StatusOr<ChatResponse> CompleteAndWait(LlmClient& client, ChatRequest request);
 
 }  // namespace ksearch
 

@@ -5,30 +5,11 @@
 // can be resumed. Readers (ksearch list/show/report, another process) work
 // while a search writes.
 //
-// Recording and resuming a search (what `ksearch run --db/--resume` does):
-//
-//   auto store = ksearch::Store::Open("ksearch.db");
-//   if (!store.ok()) return store.status();
-//   ksearch::RunSettings settings;
-//   settings.strategy = searcher->name();
-//   settings.options_json = ksearch::ArgvToOptionsJson(argv);  // to re-run identically
-//   settings.seed = options.seed;
-//   settings.device = evaluator->device();
-//   auto session = ksearch::BeginRun(**store, problem, settings);
-//   //   or: auto session = ksearch::ResumeRun(**store, run_id);
-//   auto evaluator = (*session)->WrapEvaluator(*inner_evaluator);  // serves stored results
-//   auto llm = (*session)->WrapLlmClient(*http_client);              // serves stored replies
-//   context.evaluator = evaluator->get();
-//   context.observers.push_back((*session)->observer());
-//   auto summary = searcher->Run(context);
-//   Status finished = (*session)->Finish(summary);
-//
-// A resume re-runs the same strategy with the same seed and options: the
-// wrapped evaluator answers candidates already judged in the run from the
-// store (by problem fingerprint and Candidate::ContentHash), the wrapped LLM
-// client answers requests already answered in the run from the stored
-// exchanges (by RequestHash, in the order they were issued), and only the rest
-// costs GPU time or tokens.
+// This header is the database and what it holds (runs and their records).
+// Recording a search into it and resuming one: ksearch/run_session.h (with
+// the pieces it is made of: run_recorder.h, caching_evaluator.h,
+// resuming_llm_client.h); a run as a page or as JSON for people:
+// ksearch/run_report.h.
 //
 // Errors of Store::Open, for the bad inputs it must survive:
 //   kNotFound          read-only open of a file that does not exist
@@ -53,7 +34,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,7 +53,7 @@ namespace ksearch {
 
 namespace internal {
 class StoreImpl;
-struct SessionCounters;
+class StoreAccess;
 }  // namespace internal
 
 enum class RunStatus {
@@ -277,253 +257,13 @@ class Store {
   // database). Errors: kDataLoss with its findings.
   [[nodiscard]] Status CheckIntegrity();
 
-  // The implementation, for the parts of ksearch that keep their own tables
-  // in the same file (the kernel cache).
-  internal::StoreImpl* impl() const { return impl_.get(); }
-
+  // (The parts of ksearch that keep their own tables in the same file, the
+  // kernel cache, reach the connection through internal::StoreAccess.)
  private:
+  friend class internal::StoreAccess;
   explicit Store(std::unique_ptr<internal::StoreImpl> impl);
   std::unique_ptr<internal::StoreImpl> impl_;
 };
-
-// Writes every round, idea, candidate and evaluation of a search to the store
-// as the searcher reports it, each in its own transaction. A write that fails
-// (disk full) is kept in status() and, with stop_on_error, stops the search
-// (kStop) rather than letting it run on unrecorded.
-//
-// Thread safety: the searcher serializes observer calls; status() may be read
-// from any thread. Borrows the store, which must outlive it.
-class RunRecorder final : public SearchObserver {
- public:
-  RunRecorder(Store& store, int64_t run_id, bool stop_on_error = true);
-
-  ObserverAction OnRoundStart(int round, const std::vector<std::string>& seed_ids) override;
-  ObserverAction OnIdea(const Idea& idea) override;
-  ObserverAction OnCandidateEvaluated(const Candidate& candidate, const Evaluation& evaluation) override;
-  ObserverAction OnNewBest(const Candidate& candidate, const Evaluation& evaluation) override;
-  // Stores the canonical text (the same upsert).
-  ObserverAction OnEvaluationRevised(const Candidate& candidate, const Evaluation& evaluation) override;
-  ObserverAction OnRoundEnd(int round) override;
-
-  // OK, or the first write error.
-  Status status() const;
-
- private:
-  ObserverAction Check(Status status);
-  Store& store_;
-  int64_t run_id_;
-  bool stop_on_error_;
-  mutable std::mutex mutex_;
-  Status status_;
-};
-
-// An Evaluator decorator for resumable runs. Candidates whose content hash
-// already has an evaluation in the run (and that was not kCancelled) are
-// answered from it, with the candidate id of the request; the rest go to the
-// inner evaluator in chunks of `chunk_size`, and each chunk's evaluations are
-// written to the store (with their candidates) as soon as the chunk returns,
-// before the searcher sees them. A kill therefore loses at most the chunk in
-// progress.
-//
-// Thread safety: as Evaluator (one call at a time). Borrows the inner
-// evaluator and the store; both must outlive it.
-class CachingEvaluator final : public Evaluator {
- public:
-  struct Options {
-    // Candidates handed to the inner evaluator per call. 1 loses nothing that
-    // finished; the in-process evaluator then compiles one candidate at a time
-    // (GPU timing is one at a time anyway). Raise it for compile-only runs or
-    // for an evaluator that spreads a batch over several GPUs. 0: the whole
-    // batch in one call.
-    int chunk_size = 1;
-  };
-
-  // `known`: the run's evaluations so far (RunHistory::entries). Errors:
-  // kFailedPrecondition when the inner evaluator's problem is not the run's
-  // (fingerprints differ) or its device is not the one the run was measured on
-  // (name or arch differ): stored and new figures would not be comparable.
-  [[nodiscard]] static StatusOr<std::unique_ptr<CachingEvaluator>> Create(
-      Evaluator& inner, Store& store, const RunInfo& run, const std::vector<HistoryEntry>& known,
-      const Options& options);
-  ~CachingEvaluator() override;
-
-  std::vector<Evaluation> Evaluate(std::span<const Candidate> candidates,
-                                   const std::atomic<bool>* cancel = nullptr) override;
-  const Problem& problem() const override;
-  const DeviceInfo& device() const override;
-  std::optional<TimingStats> reference_timing() const override;
-  std::optional<TimingStats> baseline_timing() const override;
-
-  // Candidates answered from the store, and judged by the inner evaluator.
-  int64_t reused() const;
-  int64_t evaluated() const;
-  // OK, or the first error writing an evaluation (the evaluation itself is
-  // still returned to the caller).
-  Status status() const;
-
- private:
-  friend class RunSession;
-  struct State;
-  explicit CachingEvaluator(std::unique_ptr<State> state);
-  std::unique_ptr<State> state_;
-};
-
-// An LlmClient decorator for resumable runs: a request whose RequestHash
-// matches a stored, successful, not yet served exchange of the run is answered
-// from it (by a ReplayLlmClient, in the order the originals were issued,
-// preferring the same tag); any other request goes to the live client. Every
-// exchange the live client finishes is written to the store (before the
-// request's callback runs) and then passed to the observer set with
-// SetObserver. Stored failures are not replayed: those requests go live again.
-//
-// Callbacks run on the replay client's thread or on the live client's I/O
-// thread. totals() adds both. Thread safety: as LlmClient. Borrows `live` and
-// the store, which must outlive it; it installs its own observer on `live`
-// (and removes it when destroyed).
-class ResumingLlmClient final : public LlmClient {
- public:
-  // `recorded`: the run's exchanges in replay order (Store::LoadExchanges).
-  // `session`: the session number to record live exchanges under. Errors:
-  // kInternal (no thread could be started).
-  [[nodiscard]] static StatusOr<std::unique_ptr<ResumingLlmClient>> Create(
-      LlmClient& live, Store& store, int64_t run_id, int session, std::vector<LlmExchange> recorded);
-  ~ResumingLlmClient() override;
-
-  uint64_t Complete(ChatRequest request, Callback done) override;
-  void Cancel(uint64_t request_id) override;
-  LlmTotals totals() const override;
-  void SetObserver(ExchangeObserver observer) override;
-  std::string provider() const override;  // the live client's
-
-  // Requests answered from the store, and sent to the live client.
-  int64_t replayed() const;
-  int64_t forwarded() const;
-  // OK, or the first error writing an exchange.
-  Status status() const;
-
- private:
-  friend class RunSession;
-  struct State;
-  explicit ResumingLlmClient(std::shared_ptr<State> state);
-  std::shared_ptr<State> state_;
-};
-
-// What BeginRun records about a new run.
-struct RunSettings {
-  // Searcher::name() of the strategy ("tune", "branch", …).
-  std::string strategy;
-  // Everything the caller needs to re-run the search identically on resume
-  // (its flags: budgets, k/n/b, batch size, model, evaluator options), as a
-  // JSON object. Stored verbatim; the store never reads it.
-  std::string options_json = "{}";
-  // SearchOptions::seed.
-  uint64_t seed = 1;
-  // Evaluator::device() of the evaluator the run uses.
-  DeviceInfo device;
-};
-
-struct SessionOptions {
-  // CachingEvaluator::Options::chunk_size.
-  int evaluation_chunk_size = 1;
-  // Stop the search when a record cannot be written (disk full, …).
-  bool stop_on_store_error = true;
-  // ResumeRun refuses a run whose status is kRunning while its process is
-  // still alive on this host (two sessions would interleave). Set to resume
-  // anyway (the other process is known to be gone, e.g. on another host).
-  bool take_over_running = false;
-  // ResumeRun refuses a kCompleted run unless this is set (to extend a
-  // finished run with a larger budget).
-  bool reopen_completed = false;
-};
-
-// One session of a recorded run: a new run (BeginRun) or a resumed one
-// (ResumeRun). Owns the RunRecorder and hands out the decorators.
-//
-// Thread safety: create the wrappers before the search starts; observer() and
-// the wrappers are then used by the searcher's threads as their own contracts
-// say. Borrows the store, which must outlive the session and its wrappers.
-class RunSession {
- public:
-  ~RunSession();
-  RunSession(const RunSession&) = delete;
-  RunSession& operator=(const RunSession&) = delete;
-
-  const RunInfo& run() const { return run_; }
-  int64_t run_id() const { return run_.id; }
-  // True for ResumeRun.
-  bool resumed() const { return resumed_; }
-  // The run's problem, rebuilt from the stored JSON. Errors: kDataLoss when
-  // the stored problem no longer parses.
-  [[nodiscard]] StatusOr<Problem> problem() const;
-  // What was recorded before this session (empty for a new run).
-  const RunHistory& history() const { return history_; }
-
-  // The recorder: add it to SearchContext::observers.
-  SearchObserver* observer() { return &recorder_; }
-  // Wraps the evaluator the search uses (see CachingEvaluator). Errors:
-  // kFailedPrecondition for a different problem or device.
-  [[nodiscard]] StatusOr<std::unique_ptr<Evaluator>> WrapEvaluator(Evaluator& inner);
-  // Wraps the live LLM client the generators use (see ResumingLlmClient).
-  // Every live exchange is recorded in the run. Call it once per session and
-  // give the wrapper to every generator: each wrapper serves the stored
-  // replies once.
-  [[nodiscard]] StatusOr<std::unique_ptr<LlmClient>> WrapLlmClient(LlmClient& live);
-
-  // Evaluations and LLM replies served from the store so far.
-  int64_t reused_evaluations() const;
-  int64_t reused_replies() const;
-  // OK, or the first error writing a record.
-  Status status() const;
-
-  // Records how the run ended (RunEnd::FromSummary). When a record could not
-  // be written during the run, the run is marked kFailed with that error and
-  // the error is returned.
-  [[nodiscard]] Status Finish(const StatusOr<SearchSummary>& summary);
-
- private:
-  friend StatusOr<std::unique_ptr<RunSession>> BeginRun(Store&, const Problem&, const RunSettings&,
-                                                        const SessionOptions&);
-  friend StatusOr<std::unique_ptr<RunSession>> ResumeRun(Store&, int64_t, const SessionOptions&);
-  RunSession(Store& store, RunInfo run, RunHistory history, bool resumed, SessionOptions options);
-
-  Store& store_;
-  RunInfo run_;
-  RunHistory history_;
-  bool resumed_;
-  SessionOptions options_;
-  RunRecorder recorder_;
-  // Shared with the wrappers, which the caller owns and may destroy first.
-  std::shared_ptr<internal::SessionCounters> counters_;
-};
-
-// Creates a run and a session that records it.
-[[nodiscard]] StatusOr<std::unique_ptr<RunSession>> BeginRun(Store& store, const Problem& problem,
-                                                             const RunSettings& settings,
-                                                             const SessionOptions& options = {});
-// Reopens run `run_id` for a resume: loads what it recorded and marks it
-// running again (check and claim in one transaction: Store::ReopenRun).
-// Errors: kNotFound; kFailedPrecondition when the run is kCompleted ("run 3
-// already completed"; see SessionOptions::reopen_completed); kAborted when it
-// is still running in a live process (see SessionOptions::take_over_running).
-[[nodiscard]] StatusOr<std::unique_ptr<RunSession>> ResumeRun(Store& store, int64_t run_id,
-                                                              const SessionOptions& options = {});
-
-// RunSettings::options_json for a search started from a command line: the
-// arguments as {"argv": ["softmax", "--rounds", "6", …]}, which a resume parses
-// again with the same flags. ArgvFromOptionsJson errors: kInvalidArgument
-// (not that shape, named in the message).
-std::string ArgvToOptionsJson(const std::vector<std::string>& argv);
-[[nodiscard]] StatusOr<std::vector<std::string>> ArgvFromOptionsJson(std::string_view options_json);
-
-// A self-contained HTML page (no network, no external file) about a run: the
-// speedup of the best kernel per round as an inline SVG chart, the idea tree
-// with each idea's outcome, the best kernel's source and evaluation, failure
-// counts by status, tokens and cost.
-std::string RunReportHtml(const RunHistory& history);
-
-// JSON text indented for people, two spaces a level; short arrays of numbers
-// or strings stay on one line. Text that does not parse is returned as is.
-std::string IndentJson(std::string_view json);
 
 }  // namespace ksearch
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ksearch/llm.h"
+#include "ksearch/kernel_blocks.h"
 
 namespace ksearch {
 namespace {

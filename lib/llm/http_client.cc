@@ -40,7 +40,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "ksearch/llm.h"
+#include "ksearch/http_llm_client.h"
+#include "ksearch/price_table.h"
 #include "ksearch/version.h"
 #include "llm/http_util.h"
 #include "llm/wire.h"

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <utility>
 
-#include "ksearch/llm.h"
+#include "ksearch/http_llm_client.h"
 #include "ksearch/status.h"
 
 namespace ksearch::llm {

@@ -6,7 +6,7 @@
 
 #include <openssl/evp.h>
 
-#include "ksearch/llm.h"
+#include "ksearch/http_llm_client.h"
 #include "ksearch/llm_client.h"
 
 namespace ksearch {

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ksearch/llm.h"
+#include "ksearch/mock_llm_server.h"
 #include "ksearch/status.h"
 
 namespace ksearch::llm {

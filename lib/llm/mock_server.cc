@@ -33,7 +33,7 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
-#include "ksearch/llm.h"
+#include "ksearch/mock_llm_server.h"
 #include "llm/mock_script.h"
 #include "llm/wire.h"
 

@@ -6,7 +6,7 @@
 
 #include <simdjson.h>
 
-#include "ksearch/llm.h"
+#include "ksearch/price_table.h"
 
 namespace ksearch {
 

@@ -10,7 +10,7 @@
 #include <boost/json.hpp>
 #include <simdjson.h>
 
-#include "ksearch/llm.h"
+#include "ksearch/llm_recording.h"
 
 namespace ksearch {
 namespace {

@@ -7,7 +7,8 @@
 #include <thread>
 #include <unordered_map>
 
-#include "ksearch/llm.h"
+#include "ksearch/llm_recording.h"
+#include "ksearch/replay_llm_client.h"
 
 namespace ksearch {
 namespace internal {

@@ -10,7 +10,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include "ksearch/llm.h"
+#include "ksearch/tls_credentials.h"
 #include "llm/http_util.h"
 
 namespace ksearch {

@@ -8,7 +8,6 @@
 #include <string>
 #include <string_view>
 
-#include "ksearch/llm.h"
 #include "ksearch/llm_client.h"
 #include "ksearch/status.h"
 

@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "core/json_util.h"
-#include "ksearch/llm.h"
+#include "ksearch/kernel_blocks.h"
 #include "ksearch/strategies.h"
 #include "search/prompts.h"
 

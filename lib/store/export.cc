@@ -12,6 +12,7 @@
 #include "core/plan_resolve.h"
 #include "cuda/compiler.h"
 #include "ksearch/kernel_cache.h"
+#include "ksearch/store.h"
 #include "ksearch/version.h"
 #include "store/records.h"
 

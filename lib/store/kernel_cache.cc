@@ -1,5 +1,6 @@
 // KernelCache: the kernel_cache table of a ksearch database (schema.cc).
 #include "ksearch/kernel_cache.h"
+#include "ksearch/store.h"
 
 #include "core/hash.h"
 #include "core/plan_resolve.h"
@@ -145,7 +146,7 @@ KernelCache::~KernelCache() = default;
 StatusOr<CachedKernel> KernelCache::Lookup(const KernelCacheKey& key) {
   std::optional<CachedKernel> found;
   std::vector<KernelCacheKey> near;
-  Status status = store_.impl()->Read([&](Database& db) -> Status {
+  Status status = internal::StoreAccess::Impl(store_).Read([&](Database& db) -> Status {
     KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
         std::string("SELECT ") + kColumns +
         " FROM kernel_cache WHERE problem_fingerprint = ?1 AND device_name = ?2 AND cc_major = ?3 "
@@ -188,7 +189,7 @@ StatusOr<bool> KernelCache::Put(const CachedKernel& kernel, bool replace) {
   const std::string options = internal::StringListToJson(kernel.compile_options);
   const std::string checksum = internal::Sha256Hex(kernel.cubin);
   bool stored = false;
-  Status status = store_.impl()->Write([&](Database& db) -> Status {
+  Status status = internal::StoreAccess::Impl(store_).Write([&](Database& db) -> Status {
     const KernelCacheKey& key = kernel.key;
     if (!replace) {
       KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
@@ -229,7 +230,7 @@ StatusOr<bool> KernelCache::Put(const CachedKernel& kernel, bool replace) {
 
 StatusOr<std::vector<CachedKernel>> KernelCache::List(std::string_view problem_fingerprint) {
   std::vector<CachedKernel> out;
-  Status status = store_.impl()->Read([&](Database& db) -> Status {
+  Status status = internal::StoreAccess::Impl(store_).Read([&](Database& db) -> Status {
     std::string sql = std::string("SELECT ") + kColumns + " FROM kernel_cache";
     if (!problem_fingerprint.empty()) sql += " WHERE problem_fingerprint = ?1";
     sql += " ORDER BY created_unix_ms DESC";
@@ -248,7 +249,7 @@ StatusOr<std::vector<CachedKernel>> KernelCache::List(std::string_view problem_f
 }
 
 Status KernelCache::Remove(const KernelCacheKey& key) {
-  return store_.impl()->Write([&](Database& db) -> Status {
+  return internal::StoreAccess::Impl(store_).Write([&](Database& db) -> Status {
     KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
         "DELETE FROM kernel_cache WHERE problem_fingerprint = ?1 AND device_name = ?2 AND "
         "cc_major = ?3 AND cc_minor = ?4 AND driver_version = ?5 AND nvrtc_version = ?6"));

@@ -13,6 +13,7 @@
 
 #include <boost/json.hpp>
 
+#include "ksearch/run_report.h"
 #include "ksearch/store.h"
 
 namespace ksearch {

@@ -6,7 +6,11 @@
 #include <unordered_map>
 #include <utility>
 
-#include "ksearch/llm.h"
+#include "ksearch/caching_evaluator.h"
+#include "ksearch/replay_llm_client.h"
+#include "ksearch/resuming_llm_client.h"
+#include "ksearch/run_recorder.h"
+#include "ksearch/run_session.h"
 #include "ksearch/store.h"
 #include "store/records.h"
 

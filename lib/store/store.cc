@@ -15,7 +15,8 @@
 #include <boost/json.hpp>
 
 #include "cuda/compiler.h"
-#include "ksearch/llm.h"
+#include "ksearch/llm_recording.h"
+#include "ksearch/run_session.h"
 #include "ksearch/store.h"
 #include "ksearch/version.h"
 #include "store/records.h"

@@ -48,6 +48,14 @@ class StoreImpl {
   int schema_version_;
 };
 
+// The Store's implementation, for the parts of ksearch that keep their own
+// tables in the same file (the kernel cache). Store befriends this class so
+// that the accessor stays out of the public API.
+class StoreAccess {
+ public:
+  static StoreImpl& Impl(const Store& store) { return *store.impl_; }
+};
+
 }  // namespace ksearch::internal
 
 #endif  // KSEARCH_STORE_STORE_IMPL_H_

@@ -14,7 +14,12 @@
 #include <thread>
 #include <vector>
 
-#include "ksearch/llm.h"
+#include "ksearch/http_llm_client.h"
+#include "ksearch/llm_recording.h"
+#include "ksearch/mock_llm_server.h"
+#include "ksearch/price_table.h"
+#include "ksearch/replay_llm_client.h"
+#include "ksearch/tls_credentials.h"
 
 namespace ksearch {
 namespace {

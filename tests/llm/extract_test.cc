@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "ksearch/llm.h"
+#include "ksearch/kernel_blocks.h"
 
 namespace ksearch {
 namespace {

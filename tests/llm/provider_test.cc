@@ -4,7 +4,8 @@
 // refusals, context-length 400s, exhausted quotas, a hung server, a dead one.
 #include <gtest/gtest.h>
 
-#include "ksearch/llm.h"
+#include "ksearch/http_llm_client.h"
+#include "ksearch/mock_llm_server.h"
 #include "llm/loopback_port.h"
 #include "llm/wire.h"
 

@@ -11,7 +11,9 @@
 #include <string>
 #include <thread>
 
-#include "ksearch/llm.h"
+#include "ksearch/llm_recording.h"
+#include "ksearch/price_table.h"
+#include "ksearch/replay_llm_client.h"
 
 namespace ksearch {
 namespace {

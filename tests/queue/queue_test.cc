@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "ksearch/llm.h"
+#include "ksearch/tls_credentials.h"
 #include "queue/redis.h"
 #include "test_util.h"
 #include "queue_test_util.h"

@@ -15,6 +15,9 @@
 #include <random>
 #include <set>
 
+#include "ksearch/http_llm_client.h"
+#include "ksearch/mock_llm_server.h"
+#include "ksearch/run_session.h"
 #include "ksearch/store.h"
 #include "search_test_util.h"
 

@@ -9,6 +9,8 @@
 
 #include "cli_test_util.h"
 #include "core/file_util.h"
+#include "ksearch/run_report.h"
+#include "ksearch/run_session.h"
 #include "ksearch/store.h"
 #include "store_test_util.h"
 #include "test_util.h"

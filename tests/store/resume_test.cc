@@ -11,7 +11,10 @@
 #include <random>
 #include <set>
 
-#include "ksearch/llm.h"
+#include "ksearch/caching_evaluator.h"
+#include "ksearch/resuming_llm_client.h"
+#include "ksearch/run_recorder.h"
+#include "ksearch/run_session.h"
 #include "ksearch/store.h"
 #include "ksearch/strategies.h"
 #include "store_test_util.h"

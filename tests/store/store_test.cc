@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "ksearch/llm.h"
+#include "ksearch/run_session.h"
 #include "ksearch/store.h"
 #include "store/records.h"
 #include "store_test_util.h"

@@ -21,10 +21,8 @@
 #include <vector>
 
 #include "ksearch/evaluator.h"
-#include "ksearch/llm.h"
 #include "ksearch/llm_client.h"
 #include "ksearch/searcher.h"
-#include "ksearch/store.h"
 #include "test_util.h"
 
 namespace ksearch::testing {

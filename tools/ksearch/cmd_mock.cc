@@ -7,7 +7,8 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "ksearch/llm.h"
+#include "ksearch/mock_llm_server.h"
+#include "ksearch/tls_credentials.h"
 
 namespace ksearch::cli {
 namespace {

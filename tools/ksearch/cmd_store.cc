@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "ksearch/kernel_cache.h"
 #include "ksearch/problem.h"
+#include "ksearch/run_report.h"
 #include "ksearch/store.h"
 
 namespace ksearch::cli {

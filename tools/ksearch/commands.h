@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ksearch/mock_llm_server.h"
 #include "ksearch/status.h"
 
 namespace ksearch {
