@@ -467,7 +467,11 @@ TEST_F(QueueTest, RestartedOrchestratorResumesWithoutLossOrDuplicates) {
 }
 
 TEST_F(QueueTest, RedisRestartedMidRunLosesNothing) {
-  AddWorker("w", {"--batch", "2"});
+  // One job per read: a worker publishes a batch's results together, so with
+  // larger batches a quick job read in the same batch as a held one (which
+  // depends on how far the orchestrator had enqueued when the worker read)
+  // would wait for the gate, and the four quick results would never come.
+  AddWorker("w", {"--batch", "1"});
   std::vector<Candidate> candidates;
   std::string gate = Path("gate");
   for (int i = 0; i < 12; ++i)
