@@ -97,6 +97,43 @@ struct BaselineSpec {
   friend bool operator==(const BaselineSpec&, const BaselineSpec&) = default;
 };
 
+// One shape an engine calls the op at (docs/problems.md, "Shape sets"). A
+// problem that declares shape cases is judged at each of them: checked at
+// every case, timed at every timed case, its objective the weighted time.
+struct ShapeCase {
+  std::string name;  // a-z, 0-9, '_', '-'; unique in the problem
+  // Values for some of Problem::dims; the dims a case does not name keep the
+  // problem's value.
+  std::vector<std::pair<std::string, int64_t>> dims;
+  // The case's share of the engine's calls: the objective is
+  // sum(weight × median time) / sum(weight) over the timed cases. Positive;
+  // a check-only case has none.
+  double weight = 1.0;
+  // false: check-only (correctness at this shape, never timed). Awkward sizes
+  // that break tiling (1, 17, a prime) make natural check-only cases.
+  bool timed = true;
+
+  friend bool operator==(const ShapeCase&, const ShapeCase&) = default;
+};
+
+// Buckets over one dim that a search keeps a best kernel for and KernelRunner
+// dispatches by. Bucket 0 holds values <= upper_bounds[0], bucket i values in
+// (upper_bounds[i-1], upper_bounds[i]], the last bucket values above
+// upper_bounds.back(). Every bucket must hold a timed shape case.
+struct DispatchSpec {
+  std::string dim;                    // empty: no dispatch
+  std::vector<int64_t> upper_bounds;  // strictly increasing, positive
+
+  bool enabled() const { return !dim.empty(); }
+  size_t bucket_count() const { return enabled() ? upper_bounds.size() + 1 : 1; }
+  // The bucket `value` falls in (0 when dispatch is off).
+  size_t BucketOf(int64_t value) const;
+  // "M<=16", "16<M<=256", "M>256"; "all" when dispatch is off.
+  std::string BucketName(size_t bucket) const;
+
+  friend bool operator==(const DispatchSpec&, const DispatchSpec&) = default;
+};
+
 struct Problem {
   std::string name;
   std::string description;  // the text a language model is shown
@@ -118,6 +155,9 @@ struct Problem {
   KernelSpec start;           // round 0 of a search
   std::vector<TemplateSpec> templates;
   BaselineSpec baseline;
+  // The shapes the problem is judged at; empty: the one shape `dims`.
+  std::vector<ShapeCase> shapes;
+  DispatchSpec dispatch;      // off unless declared (needs `shapes`)
   std::string directory;      // where it was loaded from (empty if built in code)
 
   // Reads `path` (a problem JSON, or a folder holding problem.json) and the
@@ -133,17 +173,32 @@ struct Problem {
   std::string ToJson() const;
 
   // Checks names, dtypes, shape and plan expressions, overflow of 64-bit byte
-  // counts, template spaces. Errors: kInvalidArgument naming field and value.
+  // counts, template spaces; shape cases (known dims, positive values and
+  // weights, a timed case, no two alike) and, at each case's dims, all of
+  // the above; dispatch buckets. Errors: kInvalidArgument naming field and
+  // value.
   Status Validate() const;
 
   // Stable hex SHA-256 of everything that affects results (dims, tensors, input
-  // sets, tolerance, reference kernels, flops/bytes, baseline); not the
+  // sets, tolerance, reference kernels, flops/bytes, baseline, shape cases and
+  // dispatch buckets when declared); not the
   // description, the starting kernel or the templates.
   std::string Fingerprint() const;
 
-  // The same problem with some dims replaced (small shapes for tests). Errors:
+  // The same problem with some dims replaced (small shapes for tests); shape
+  // cases keep the values they name. Errors:
   // kInvalidArgument for an unknown dim or a non-positive value.
   StatusOr<Problem> WithDims(const std::vector<std::pair<std::string, int64_t>>& dims) const;
+
+  // The shape cases judged: `shapes`, or one timed case named "default" at
+  // `dims` when none are declared.
+  std::vector<ShapeCase> Cases() const;
+  // The problem at case `index` of Cases(): its dims set, with no shape
+  // cases or dispatch of its own. Errors: kInvalidArgument (index out of
+  // range, or the problem is not valid at the case's dims).
+  StatusOr<Problem> AtCase(size_t index) const;
+  // The dims of case `index` of Cases() (problem dims with the case's values).
+  std::vector<std::pair<std::string, int64_t>> CaseDims(size_t index) const;
 
   // Dim lookup; nullopt when absent.
   std::optional<int64_t> Dim(std::string_view name) const;

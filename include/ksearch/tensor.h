@@ -36,18 +36,34 @@ struct TensorSpec {
 };
 
 // A distribution inputs are drawn from, on the device, by a counter-based RNG.
+//
+// Optionally each row (or each column) of a tensor is scaled by its own
+// factor 10^u, u drawn once per row from uniform(scale_low, scale_high):
+// "normal(0, 1) * 10^uniform(-4, 0) per row". A row is one run of the last
+// axis (x[..., :]); a column is one index of the last axis across all rows
+// (the channels of a [tokens, channels] activation, where outliers live).
 struct Distribution {
   enum class Kind {
     kNormal,   // mean a, standard deviation b
     kUniform,  // low a, high b
   };
+  enum class ScaleAxis {
+    kNone,
+    kRow,     // one factor per row (shared along the last axis)
+    kColumn,  // one factor per index of the last axis
+  };
   Kind kind = Kind::kNormal;
   double a = 0.0;
   double b = 1.0;
+  ScaleAxis scale_axis = ScaleAxis::kNone;
+  double scale_low = 0.0;   // decimal exponents: factors 10^scale_low ..
+  double scale_high = 0.0;  // 10^scale_high
 
   static Distribution Normal(double mean, double stddev) { return {Kind::kNormal, mean, stddev}; }
   static Distribution Uniform(double low, double high) { return {Kind::kUniform, low, high}; }
-  // "normal(0, 1)", "uniform(-1, 1)".
+  // This distribution with a factor 10^uniform(low, high) per row or column.
+  Distribution ScaledPer(ScaleAxis axis, double low, double high) const;
+  // "normal(0, 1)", "uniform(-1, 1)", "normal(0, 1) * 10^uniform(-4, 0) per row".
   std::string ToString() const;
 
   friend bool operator==(const Distribution&, const Distribution&) = default;

@@ -179,4 +179,14 @@ StatusOr<std::vector<std::pair<std::string, JsonNode>>> JsonNode::Members() cons
   return out;
 }
 
+StatusOr<std::vector<std::pair<std::string, int64_t>>> JsonNode::IntMembers() const {
+  KSEARCH_ASSIGN_OR_RETURN(auto members, Members());
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (auto& [key, value] : members) {
+    KSEARCH_ASSIGN_OR_RETURN(int64_t v, value.Int());
+    out.emplace_back(key, v);
+  }
+  return out;
+}
+
 }  // namespace ksearch::internal

@@ -70,6 +70,8 @@ class JsonNode {
   StatusOr<std::vector<JsonNode>> Array() const;
   // Members of an object in document order. Errors on a repeated key.
   StatusOr<std::vector<std::pair<std::string, JsonNode>>> Members() const;
+  // An object of integers ({"M": 16, "N": 4096}), in document order.
+  StatusOr<std::vector<std::pair<std::string, int64_t>>> IntMembers() const;
   // Minified JSON text of this value.
   std::string Minified() const;
 

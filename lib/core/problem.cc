@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
 
@@ -41,39 +42,84 @@ bool IsIdentifier(std::string_view name) {
   });
 }
 
-// "normal(0, 1)" or "uniform(-1, 1)".
+struct DistributionCall {
+  std::string kind;
+  double a = 0.0;
+  double b = 0.0;
+};
+
+// "KIND(A,B)" (spaces already removed) of the distribution in `node`.
+StatusOr<DistributionCall> ParseCall(const JsonNode& node, const std::string& call) {
+  auto open = call.find('('), comma = call.find(','), close = call.find(')');
+  if (open == std::string::npos || comma == std::string::npos || close != call.size() - 1 ||
+      comma < open) {
+    return node.Error("expected 'normal(MEAN, STDDEV)' or 'uniform(LOW, HIGH)', optionally followed "
+                      "by '* 10^uniform(LOW, HIGH) per row' (or 'per column'), got " +
+                      node.Describe());
+  }
+  DistributionCall out;
+  out.kind = call.substr(0, open);
+  std::string a = call.substr(open + 1, comma - open - 1);
+  std::string b = call.substr(comma + 1, close - comma - 1);
+  char* end_a = nullptr;
+  char* end_b = nullptr;
+  out.a = std::strtod(a.c_str(), &end_a);
+  out.b = std::strtod(b.c_str(), &end_b);
+  if (a.empty() || b.empty() || *end_a != '\0' || *end_b != '\0' || !std::isfinite(out.a) ||
+      !std::isfinite(out.b)) {
+    return node.Error("distribution parameters must be numbers, got " + node.Describe());
+  }
+  if (out.kind == "uniform" && out.b <= out.a) {
+    return node.Error("uniform(LOW, HIGH) needs LOW < HIGH, got " + node.Describe());
+  }
+  return out;
+}
+
+// "normal(0, 1)", "uniform(-1, 1)", "normal(0, 1) * 10^uniform(-4, 0) per row".
 StatusOr<Distribution> ParseDistribution(const JsonNode& node) {
   KSEARCH_ASSIGN_OR_RETURN(std::string text, node.String());
   std::string compact;
   for (char c : text) {
     if (!std::isspace(static_cast<unsigned char>(c))) compact += c;
   }
-  auto open = compact.find('('), comma = compact.find(','), close = compact.find(')');
-  if (open == std::string::npos || comma == std::string::npos || close != compact.size() - 1 ||
-      comma < open) {
-    return node.Error("expected 'normal(MEAN, STDDEV)' or 'uniform(LOW, HIGH)', got " +
+  size_t close = compact.find(')');
+  std::string scale = close == std::string::npos ? "" : compact.substr(close + 1);
+  KSEARCH_ASSIGN_OR_RETURN(DistributionCall base,
+                           ParseCall(node, compact.substr(0, close == std::string::npos ? close : close + 1)));
+  Distribution d;
+  if (base.kind == "normal") {
+    if (base.b <= 0) return node.Error("the standard deviation must be positive, got " + node.Describe());
+    d = Distribution::Normal(base.a, base.b);
+  } else if (base.kind == "uniform") {
+    d = Distribution::Uniform(base.a, base.b);
+  } else {
+    return node.Error("unknown distribution '" + base.kind + "' (expected normal or uniform)");
+  }
+  if (scale.empty()) return d;
+  // The scale: "*10^uniform(LOW,HIGH)per(row|column)" once spaces are gone.
+  constexpr std::string_view kPower = "*10^";
+  size_t scale_close = scale.find(')');
+  if (!scale.starts_with(kPower) || scale_close == std::string::npos) {
+    return node.Error("after the distribution, a scale is written '* 10^uniform(LOW, HIGH) per row' "
+                      "or '... per column', got " + node.Describe());
+  }
+  KSEARCH_ASSIGN_OR_RETURN(DistributionCall exponent,
+                           ParseCall(node, scale.substr(kPower.size(), scale_close + 1 - kPower.size())));
+  if (exponent.kind != "uniform") {
+    return node.Error("a scale's decimal exponent is drawn from uniform(LOW, HIGH), got '" +
+                      exponent.kind + "' in " + node.Describe());
+  }
+  // Beyond 10^±38 every fp32 value is 0 or infinite.
+  if (exponent.a < -38 || exponent.b > 38) {
+    return node.Error("a scale's decimal exponents must lie in [-38, 38] (fp32's range), got " +
                       node.Describe());
   }
-  std::string kind = compact.substr(0, open);
-  std::string a = compact.substr(open + 1, comma - open - 1);
-  std::string b = compact.substr(comma + 1, close - comma - 1);
-  char* end_a = nullptr;
-  char* end_b = nullptr;
-  double va = std::strtod(a.c_str(), &end_a);
-  double vb = std::strtod(b.c_str(), &end_b);
-  if (a.empty() || b.empty() || *end_a != '\0' || *end_b != '\0' || !std::isfinite(va) ||
-      !std::isfinite(vb)) {
-    return node.Error("distribution parameters must be numbers, got " + node.Describe());
+  std::string axis = scale.substr(scale_close + 1);
+  if (axis != "perrow" && axis != "percolumn") {
+    return node.Error("a scale applies 'per row' or 'per column', got " + node.Describe());
   }
-  if (kind == "normal") {
-    if (vb <= 0) return node.Error("the standard deviation must be positive, got " + b);
-    return Distribution::Normal(va, vb);
-  }
-  if (kind == "uniform") {
-    if (vb <= va) return node.Error("uniform(LOW, HIGH) needs LOW < HIGH, got " + node.Describe());
-    return Distribution::Uniform(va, vb);
-  }
-  return node.Error("unknown distribution '" + kind + "' (expected normal or uniform)");
+  return d.ScaledPer(axis == "perrow" ? Distribution::ScaleAxis::kRow : Distribution::ScaleAxis::kColumn,
+                     exponent.a, exponent.b);
 }
 
 StatusOr<KernelSpec> ParseKernel(const JsonNode& node, std::string_view directory) {
@@ -113,19 +159,70 @@ bool IsArithmeticPath(std::string_view path) {
   return path == "fp32_fma" || path == "tf32_mma" || path == "fp16_mma" || path == "bf16_mma";
 }
 
+bool IsProblemName(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) ||
+           std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+// "shapes" and "dispatch": types here; what the values mean is Validate's.
+Status ParseShapes(const JsonNode& root, Problem* p) {
+  KSEARCH_ASSIGN_OR_RETURN(auto shapes, root.Find("shapes"));
+  if (shapes) {
+    KSEARCH_ASSIGN_OR_RETURN(auto items, shapes->Array());
+    if (items.empty()) {
+      return shapes->Error("declare at least one shape case, or leave 'shapes' out for the one "
+                           "shape of 'dims'");
+    }
+    for (const JsonNode& item : items) {
+      KSEARCH_RETURN_IF_ERROR(item.CheckKeys({"name", "dims", "weight", "timed"}));
+      ShapeCase c;
+      KSEARCH_ASSIGN_OR_RETURN(JsonNode name, item.Required("name"));
+      KSEARCH_ASSIGN_OR_RETURN(c.name, name.String());
+      KSEARCH_ASSIGN_OR_RETURN(JsonNode dims, item.Required("dims"));
+      KSEARCH_ASSIGN_OR_RETURN(c.dims, dims.IntMembers());
+      KSEARCH_ASSIGN_OR_RETURN(auto timed, item.Find("timed"));
+      if (timed) {
+        KSEARCH_ASSIGN_OR_RETURN(c.timed, timed->Bool());
+      }
+      KSEARCH_ASSIGN_OR_RETURN(auto weight, item.Find("weight"));
+      if (weight) {
+        if (!c.timed) {
+          return weight->Error("a check-only case (\"timed\": false) is never timed, so it has "
+                               "no weight in the objective; drop the weight or time the case");
+        }
+        KSEARCH_ASSIGN_OR_RETURN(c.weight, weight->Double());
+      }
+      p->shapes.push_back(std::move(c));
+    }
+  }
+  KSEARCH_ASSIGN_OR_RETURN(auto dispatch, root.Find("dispatch"));
+  if (dispatch) {
+    KSEARCH_RETURN_IF_ERROR(dispatch->CheckKeys({"dim", "buckets"}));
+    KSEARCH_ASSIGN_OR_RETURN(JsonNode dim, dispatch->Required("dim"));
+    KSEARCH_ASSIGN_OR_RETURN(p->dispatch.dim, dim.String());
+    if (p->dispatch.dim.empty()) return dim.Error("name the dim the buckets are over");
+    KSEARCH_ASSIGN_OR_RETURN(JsonNode buckets, dispatch->Required("buckets"));
+    KSEARCH_ASSIGN_OR_RETURN(auto bounds, buckets.Array());
+    for (const JsonNode& b : bounds) {
+      KSEARCH_ASSIGN_OR_RETURN(int64_t v, b.Int());
+      p->dispatch.upper_bounds.push_back(v);
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<Problem> ParseProblem(const JsonNode& root, std::string_view directory) {
   KSEARCH_RETURN_IF_ERROR(root.CheckKeys({"name", "description", "description_file", "torch", "dims",
                                           "tensors", "input_sets", "tolerance", "arithmetic_paths",
                                           "flops", "bytes", "reference", "reference_fp32", "start", "templates",
-                                          "baseline"}));
+                                          "baseline", "shapes", "dispatch"}));
   Problem p;
   p.directory = std::string(directory);
   KSEARCH_ASSIGN_OR_RETURN(JsonNode name, root.Required("name"));
   KSEARCH_ASSIGN_OR_RETURN(p.name, name.String());
-  if (p.name.empty() || !std::all_of(p.name.begin(), p.name.end(), [](char c) {
-        return std::islower(static_cast<unsigned char>(c)) ||
-               std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-      })) {
+  if (!IsProblemName(p.name)) {
     return name.Error("a problem name uses a-z, 0-9, '_' and '-' only, got " + name.Describe());
   }
   KSEARCH_ASSIGN_OR_RETURN(auto description, root.Find("description"));
@@ -346,6 +443,7 @@ StatusOr<Problem> ParseProblem(const JsonNode& root, std::string_view directory)
       }
     }
   }
+  KSEARCH_RETURN_IF_ERROR(ParseShapes(root, &p));
   return p;
 }
 
@@ -420,7 +518,127 @@ boost::json::object ToJsonObject(const Problem& p) {
     root["baseline"] =
         boost::json::object{{"library", p.baseline.library}, {"settings", std::move(settings)}};
   }
+  // Written only when declared, so that the JSON (and the Fingerprint) of a
+  // problem with one shape stays what it was.
+  if (!p.shapes.empty()) {
+    boost::json::array shapes;
+    for (const ShapeCase& c : p.shapes) {
+      boost::json::object case_dims;
+      for (const auto& [k, v] : c.dims) case_dims[k] = v;
+      boost::json::object o{{"name", c.name}, {"dims", std::move(case_dims)}};
+      if (c.timed) {
+        o["weight"] = c.weight;
+      } else {
+        o["timed"] = false;
+      }
+      shapes.push_back(std::move(o));
+    }
+    root["shapes"] = std::move(shapes);
+  }
+  if (p.dispatch.enabled()) {
+    root["dispatch"] = boost::json::object{
+        {"dim", p.dispatch.dim},
+        {"buckets", boost::json::array(p.dispatch.upper_bounds.begin(), p.dispatch.upper_bounds.end())}};
+  }
   return root;
+}
+
+// Shape cases and dispatch buckets; the problem at each case's dims is
+// validated as a problem of its own.
+Status ValidateShapes(const Problem& p) {
+  if (p.shapes.empty()) {
+    if (p.dispatch.enabled()) {
+      return InvalidArgumentError("dispatch: buckets need shape cases to check and time a kernel "
+                                  "in each bucket (declare 'shapes')");
+    }
+    return Status::Ok();
+  }
+  std::string dim_names;
+  for (const auto& [name, value] : p.dims) dim_names += (dim_names.empty() ? "" : ", ") + name;
+  bool any_timed = false;
+  for (size_t i = 0; i < p.shapes.size(); ++i) {
+    const ShapeCase& c = p.shapes[i];
+    std::string field = "shapes[" + std::to_string(i) + "]";
+    if (!IsProblemName(c.name)) {
+      return InvalidArgumentError(field + ".name: a case name uses a-z, 0-9, '_' and '-' only, got \"" +
+                                  c.name + "\"");
+    }
+    for (size_t d = 0; d < c.dims.size(); ++d) {
+      const auto& [name, value] = c.dims[d];
+      if (!p.Dim(name)) {
+        return InvalidArgumentError(field + ".dims." + name + ": not a dim of the problem (dims: " +
+                                    dim_names + ")");
+      }
+      if (value <= 0) {
+        return InvalidArgumentError(field + ".dims." + name + ": a dim must be a positive integer, got " +
+                                    std::to_string(value));
+      }
+      for (size_t e = 0; e < d; ++e) {
+        if (c.dims[e].first == name) return InvalidArgumentError(field + ".dims: duplicate key '" + name + "'");
+      }
+    }
+    if (c.timed && !(std::isfinite(c.weight) && c.weight > 0)) {
+      char text[64];
+      std::snprintf(text, sizeof(text), "%g", c.weight);
+      return InvalidArgumentError(field + ".weight: a weight must be a positive number, got " + text);
+    }
+    any_timed = any_timed || c.timed;
+    for (size_t j = 0; j < i; ++j) {
+      if (p.shapes[j].name == c.name) {
+        return InvalidArgumentError(field + ".name: duplicate case '" + c.name + "'");
+      }
+      if (p.CaseDims(j) == p.CaseDims(i)) {
+        return InvalidArgumentError(field + " (case '" + c.name + "'): the same dims as shapes[" +
+                                    std::to_string(j) + "] (case '" + p.shapes[j].name +
+                                    "'); each case is one shape");
+      }
+    }
+    auto at = p.AtCase(i);
+    if (!at.ok()) {
+      return InvalidArgumentError(field + " (case '" + c.name + "'): " + at.status().message());
+    }
+  }
+  if (!any_timed) {
+    return InvalidArgumentError("shapes: no case is timed, so there is no objective (set \"timed\": "
+                                "true, the default, on at least one)");
+  }
+  const DispatchSpec& d = p.dispatch;
+  if (!d.enabled()) return Status::Ok();
+  if (!p.Dim(d.dim)) {
+    return InvalidArgumentError("dispatch.dim: '" + d.dim + "' is not a dim of the problem (dims: " +
+                                dim_names + ")");
+  }
+  if (d.upper_bounds.empty()) {
+    return InvalidArgumentError("dispatch.buckets: give at least one upper bound (one bucket is no "
+                                "dispatch)");
+  }
+  for (size_t b = 0; b < d.upper_bounds.size(); ++b) {
+    std::string field = "dispatch.buckets[" + std::to_string(b) + "]";
+    if (d.upper_bounds[b] <= 0) {
+      return InvalidArgumentError(field + ": a bound must be a positive integer, got " +
+                                  std::to_string(d.upper_bounds[b]));
+    }
+    if (b > 0 && d.upper_bounds[b] <= d.upper_bounds[b - 1]) {
+      return InvalidArgumentError(field + ": bounds must increase, got " +
+                                  std::to_string(d.upper_bounds[b]) + " after " +
+                                  std::to_string(d.upper_bounds[b - 1]));
+    }
+  }
+  std::vector<bool> timed_in(d.bucket_count(), false);
+  for (size_t i = 0; i < p.shapes.size(); ++i) {
+    int64_t value = 0;
+    for (const auto& [name, v] : p.CaseDims(i)) {
+      if (name == d.dim) value = v;
+    }
+    if (p.shapes[i].timed) timed_in[d.BucketOf(value)] = true;
+  }
+  for (size_t b = 0; b < timed_in.size(); ++b) {
+    if (!timed_in[b]) {
+      return InvalidArgumentError("dispatch.buckets: bucket " + d.BucketName(b) +
+                                  " holds no timed shape case, so no kernel could be ranked for it");
+    }
+  }
+  return Status::Ok();
 }
 
 Status CheckKernel(const Problem& p, const KernelSpec& k, const std::string& field) {
@@ -594,7 +812,50 @@ Status Problem::Validate() const {
       }
     }
   }
-  return Status::Ok();
+  return ValidateShapes(*this);
+}
+
+size_t DispatchSpec::BucketOf(int64_t value) const {
+  size_t b = 0;
+  while (b < upper_bounds.size() && value > upper_bounds[b]) ++b;
+  return enabled() ? b : 0;
+}
+
+std::string DispatchSpec::BucketName(size_t bucket) const {
+  if (!enabled()) return "all";
+  if (bucket == 0) return dim + "<=" + std::to_string(upper_bounds.front());
+  if (bucket >= upper_bounds.size()) return dim + ">" + std::to_string(upper_bounds.back());
+  return std::to_string(upper_bounds[bucket - 1]) + "<" + dim + "<=" +
+         std::to_string(upper_bounds[bucket]);
+}
+
+std::vector<ShapeCase> Problem::Cases() const {
+  if (!shapes.empty()) return shapes;
+  return {ShapeCase{"default", {}, 1.0, true}};
+}
+
+std::vector<std::pair<std::string, int64_t>> Problem::CaseDims(size_t index) const {
+  std::vector<std::pair<std::string, int64_t>> out = dims;
+  if (index >= shapes.size()) return out;
+  for (const auto& [name, value] : shapes[index].dims) {
+    for (auto& d : out) {
+      if (d.first == name) d.second = value;
+    }
+  }
+  return out;
+}
+
+StatusOr<Problem> Problem::AtCase(size_t index) const {
+  if (index >= std::max<size_t>(shapes.size(), 1)) {
+    return InvalidArgumentError("shape case " + std::to_string(index) + " does not exist (the problem has " +
+                                std::to_string(Cases().size()) + ")");
+  }
+  Problem copy = *this;
+  copy.dims = CaseDims(index);
+  copy.shapes.clear();
+  copy.dispatch = DispatchSpec();
+  KSEARCH_RETURN_IF_ERROR(copy.Validate());
+  return copy;
 }
 
 std::string Problem::Fingerprint() const {

@@ -66,9 +66,20 @@ std::string ExactNumber(double value) {
 
 }  // namespace
 
+Distribution Distribution::ScaledPer(ScaleAxis axis, double low, double high) const {
+  Distribution d = *this;
+  d.scale_axis = axis;
+  d.scale_low = low;
+  d.scale_high = high;
+  return d;
+}
+
 std::string Distribution::ToString() const {
-  return std::string(kind == Kind::kNormal ? "normal" : "uniform") + "(" + ExactNumber(a) + ", " +
-         ExactNumber(b) + ")";
+  std::string text = std::string(kind == Kind::kNormal ? "normal" : "uniform") + "(" +
+                     ExactNumber(a) + ", " + ExactNumber(b) + ")";
+  if (scale_axis == ScaleAxis::kNone) return text;
+  return text + " * 10^uniform(" + ExactNumber(scale_low) + ", " + ExactNumber(scale_high) + ") per " +
+         (scale_axis == ScaleAxis::kRow ? "row" : "column");
 }
 
 const Distribution& InputSet::For(std::string_view tensor) const {

@@ -6,6 +6,7 @@
 namespace ksearch {
 namespace {
 
+using testing::RowSoftmaxProblem;
 using testing::RowSoftmaxProblemJson;
 using testing::TempDir;
 
@@ -176,6 +177,153 @@ TEST(Problem, UnknownBuiltinListsTheKnownOnes) {
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), StatusCode::kNotFound);
   EXPECT_NE(p.status().message().find("softmax"), std::string::npos) << p.status().message();
+}
+
+std::string WithShapes(const std::string& shapes, const std::string& dispatch = "") {
+  return Replace(RowSoftmaxProblemJson(), R"j("flops")j",
+                 "\"shapes\": " + shapes + ", " + (dispatch.empty() ? "" : "\"dispatch\": " + dispatch + ", ") +
+                     "\"flops\"");
+}
+
+constexpr char kThreeCases[] = R"j([
+    {"name": "prefill", "dims": {"rows": 4096}, "weight": 0.25},
+    {"name": "decode", "dims": {"rows": 8}, "weight": 0.75},
+    {"name": "odd", "dims": {"rows": 17, "cols": 4095}, "timed": false}])j";
+
+TEST(ShapeSets, ParseCasesWithWeightsAndCheckOnlyCases) {
+  auto p = Problem::FromJson(WithShapes(kThreeCases, R"j({"dim": "rows", "buckets": [16]})j"), "", "mem");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->Cases().size(), 3u);
+  EXPECT_EQ(p->shapes[0], (ShapeCase{"prefill", {{"rows", 4096}}, 0.25, true}));
+  EXPECT_EQ(p->shapes[2], (ShapeCase{"odd", {{"rows", 17}, {"cols", 4095}}, 1.0, false}));
+  // A case's dims override the problem's; the rest keep the problem's value.
+  EXPECT_EQ(p->CaseDims(1), (std::vector<std::pair<std::string, int64_t>>{{"rows", 8}, {"cols", 4096}}));
+  auto decode = p->AtCase(1);
+  ASSERT_TRUE(decode.ok()) << decode.status().ToString();
+  EXPECT_EQ(*decode->Dim("rows"), 8);
+  EXPECT_TRUE(decode->shapes.empty());
+  EXPECT_FALSE(decode->dispatch.enabled());
+  EXPECT_EQ(*decode->Flops(), 5.0 * 8 * 4096);
+  EXPECT_FALSE(p->AtCase(3).ok());
+  EXPECT_EQ(p->dispatch.BucketOf(1), 0u);
+  EXPECT_EQ(p->dispatch.BucketOf(16), 0u);
+  EXPECT_EQ(p->dispatch.BucketOf(17), 1u);
+  EXPECT_EQ(p->dispatch.BucketName(0), "rows<=16");
+  EXPECT_EQ(p->dispatch.BucketName(1), "rows>16");
+  // Round trip, and shapes are part of what the results depend on.
+  auto q = Problem::FromJson(p->ToJson(), "", "again");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->shapes, p->shapes);
+  EXPECT_EQ(q->dispatch, p->dispatch);
+  EXPECT_EQ(q->Fingerprint(), p->Fingerprint());
+  EXPECT_NE(p->Fingerprint(), RowSoftmaxProblem().Fingerprint());
+  Problem reweighted = *p;
+  reweighted.shapes[0].weight = 0.5;
+  EXPECT_NE(reweighted.Fingerprint(), p->Fingerprint());
+}
+
+TEST(ShapeSets, AProblemWithOneShapeIsUnchanged) {
+  Problem p = RowSoftmaxProblem();
+  // No new keys in its JSON: its Fingerprint is what it was before shape sets.
+  EXPECT_EQ(p.ToJson().find("\"shapes\""), std::string::npos);
+  EXPECT_EQ(p.ToJson().find("\"dispatch\""), std::string::npos);
+  ASSERT_EQ(p.Cases().size(), 1u);
+  EXPECT_EQ(p.Cases()[0].name, "default");
+  EXPECT_TRUE(p.Cases()[0].timed);
+  EXPECT_EQ(p.CaseDims(0), p.dims);
+  auto only = p.AtCase(0);
+  ASSERT_TRUE(only.ok());
+  EXPECT_EQ(only->Fingerprint(), p.Fingerprint());
+}
+
+TEST(ShapeSets, ErrorsNameTheFieldAndTheValue) {
+  struct Case {
+    std::string shapes, dispatch, message;
+  } cases[] = {
+      {R"j([{"name": "a", "dims": {"rowz": 4}}])j", "",
+       "shapes[0].dims.rowz: not a dim of the problem (dims: rows, cols)"},
+      {R"j([{"name": "a", "dims": {"rows": 0}}])j", "",
+       "shapes[0].dims.rows: a dim must be a positive integer, got 0"},
+      {R"j([{"name": "a", "dims": {"rows": 4}, "weight": -1}])j", "",
+       "shapes[0].weight: a weight must be a positive number, got -1"},
+      {R"j([{"name": "a", "dims": {"rows": 4}, "weight": 0}])j", "",
+       "shapes[0].weight: a weight must be a positive number, got 0"},
+      {R"j([{"name": "a", "dims": {"rows": 4}, "timed": false, "weight": 2}])j", "",
+       "shapes[0].weight: a check-only case"},
+      {R"j([{"name": "a", "dims": {"rows": 4}, "timed": false}])j", "",
+       "shapes: no case is timed, so there is no objective"},
+      {R"j([{"name": "a", "dims": {"rows": 4}}, {"name": "a", "dims": {"rows": 5}}])j", "",
+       "shapes[1].name: duplicate case 'a'"},
+      {R"j([{"name": "a", "dims": {"rows": 4}}, {"name": "b", "dims": {"rows": 4, "cols": 4096}}])j", "",
+       "shapes[1] (case 'b'): the same dims as shapes[0] (case 'a')"},
+      {R"j([{"name": "A b", "dims": {"rows": 4}}])j", "",
+       "shapes[0].name: a case name uses a-z, 0-9, '_' and '-' only, got \"A b\""},
+      {R"j([{"name": "a", "dims": {"rows": 4, "rows": 5}}])j", "", "shapes[0].dims: duplicate key 'rows'"},
+      {R"j([{"name": "a", "dims": {"rows": 4}, "speed": 1}])j", "", "shapes[0].speed: unknown field"},
+      {R"j([])j", "", "shapes: declare at least one shape case"},
+      {R"j([{"name": "huge", "dims": {"rows": 4611686018427387904}}])j", "",
+       "shapes[0] (case 'huge'): tensors[0].shape: the byte count of 'x' overflows 64 bits"},
+      {kThreeCases, R"j({"dim": "depth", "buckets": [16]})j",
+       "dispatch.dim: 'depth' is not a dim of the problem (dims: rows, cols)"},
+      {kThreeCases, R"j({"dim": "rows", "buckets": []})j", "dispatch.buckets: give at least one upper bound"},
+      {kThreeCases, R"j({"dim": "rows", "buckets": [256, 16]})j",
+       "dispatch.buckets[1]: bounds must increase, got 16 after 256"},
+      {kThreeCases, R"j({"dim": "rows", "buckets": [-3]})j",
+       "dispatch.buckets[0]: a bound must be a positive integer, got -3"},
+      {kThreeCases, R"j({"dim": "rows", "buckets": [16, 256]})j",
+       "dispatch.buckets: bucket 16<rows<=256 holds no timed shape case"},
+      {R"j([{"name": "decode", "dims": {"rows": 8}}, {"name": "odd", "dims": {"rows": 4096}, "timed": false}])j",
+       R"j({"dim": "rows", "buckets": [16]})j", "dispatch.buckets: bucket rows>16 holds no timed shape case"},
+  };
+  for (const Case& c : cases) {
+    std::string message = LoadError(WithShapes(c.shapes, c.dispatch));
+    EXPECT_NE(message.find(c.message), std::string::npos) << c.shapes << "\n" << message;
+  }
+  std::string json = Replace(RowSoftmaxProblemJson(), R"j("flops")j",
+                             R"j("dispatch": {"dim": "rows", "buckets": [16]}, "flops")j");
+  EXPECT_NE(LoadError(json).find("dispatch: buckets need shape cases"), std::string::npos) << LoadError(json);
+}
+
+std::string WithSet(const std::string& distribution) {
+  return Replace(RowSoftmaxProblemJson(), R"j("flops")j",
+                 R"j("input_sets": [{"name": "s", "distribution": ")j" + distribution + R"j("}], "flops")j");
+}
+
+TEST(ScaledDistributions, ParsePerRowAndPerColumnScales) {
+  auto p = Problem::FromJson(WithSet("normal(0, 1) * 10^uniform(-4, 0) per row"), "", "mem");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->input_sets[0].fallback,
+            Distribution::Normal(0, 1).ScaledPer(Distribution::ScaleAxis::kRow, -4, 0));
+  EXPECT_EQ(p->input_sets[0].fallback.ToString(), "normal(0, 1) * 10^uniform(-4, 0) per row");
+  auto q = Problem::FromJson(WithSet("uniform(-1,1)*10^uniform(-2.5,3)per column"), "", "mem");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->input_sets[0].fallback,
+            Distribution::Uniform(-1, 1).ScaledPer(Distribution::ScaleAxis::kColumn, -2.5, 3));
+  auto again = Problem::FromJson(q->ToJson(), "", "again");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->input_sets, q->input_sets);
+  EXPECT_NE(q->Fingerprint(), Problem::FromJson(WithSet("uniform(-1, 1)"), "", "m")->Fingerprint());
+}
+
+TEST(ScaledDistributions, ErrorsNameTheSetAndTheText) {
+  struct Case {
+    std::string distribution, message;
+  } cases[] = {
+      {"normal(0, 1) * 10^uniform(0, -4) per row", "uniform(LOW, HIGH) needs LOW < HIGH"},
+      {"normal(0, 1) * 10^normal(0, 1) per row", "a scale's decimal exponent is drawn from uniform(LOW, HIGH), got 'normal'"},
+      {"normal(0, 1) * 10^uniform(-4, 0) per plane", "a scale applies 'per row' or 'per column'"},
+      {"normal(0, 1) * 10^uniform(-4, 0)", "a scale applies 'per row' or 'per column'"},
+      {"normal(0, 1) * 2^uniform(-4, 0) per row", "a scale is written '* 10^uniform(LOW, HIGH) per row'"},
+      {"normal(0, 1) + 3", "a scale is written"},
+      {"normal(0, 1) * 10^uniform(-60, 0) per row", "must lie in [-38, 38]"},
+      {"normal(0, 1) * 10^uniform(a, 0) per row", "distribution parameters must be numbers"},
+      {"normal(0, 1) * 10^uniform(-4, 0 per row", "a scale is written"},
+  };
+  for (const Case& c : cases) {
+    std::string message = LoadError(WithSet(c.distribution));
+    EXPECT_NE(message.find("input_sets[0].distribution: "), std::string::npos) << message;
+    EXPECT_NE(message.find(c.message), std::string::npos) << c.distribution << "\n" << message;
+  }
 }
 
 }  // namespace
