@@ -105,6 +105,18 @@ inline Problem RowSoftmaxProblem(int rows = 512, int cols = 4096) {
   return *p;
 }
 
+// Evaluator options for GPU tests: no compile cache, short timing, a fixed
+// seed.
+inline EvaluatorOptions FastGpuOptions(uint64_t seed) {
+  EvaluatorOptions o;
+  o.compile_cache_dir = "off";
+  o.max_timing_seconds = 0.3;
+  o.warmup_ms = 5;
+  o.watchdog_floor_seconds = 1.0;
+  o.seed = seed;
+  return o;
+}
+
 // Skips the current test when no CUDA driver or GPU is present.
 #define KSEARCH_REQUIRE_GPU()                                              \
   do {                                                                     \

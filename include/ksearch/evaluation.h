@@ -110,6 +110,35 @@ struct DeviceInfo {
   std::string CompileArch() const;
 };
 
+// The verdict at one shape case of a problem that declares shape cases
+// (Problem::shapes): the case's own check, time and speedup.
+struct CaseResult {
+  std::string name;                                   // ShapeCase::name
+  std::vector<std::pair<std::string, int64_t>> dims;  // every dim at this case
+  double weight = 0.0;   // ShapeCase::weight; 0 for a check-only case
+  bool timed = true;     // false: check-only
+  // kOk when correct here (and timed, for a timed case); else why not.
+  // kCancelled when not judged here: an earlier case failed first.
+  EvalStatus status = EvalStatus::kCancelled;
+  std::string message;
+  // A timed case that passed: the candidate's and the baseline's median
+  // time here, with the candidate's 95% interval and repetitions.
+  double median_ms = 0.0;
+  double ci_low_ms = 0.0;
+  double ci_high_ms = 0.0;
+  int repetitions = 0;
+  double baseline_median_ms = 0.0;
+  // Paired speedup against the problem's baseline at this case (> 1:
+  // faster), with its 95% interval; 0 when not timed.
+  std::string baseline;
+  double speedup = 0.0;
+  double speedup_ci_low = 0.0;
+  double speedup_ci_high = 0.0;
+  double floor_ms = 0.0;              // roofline floor at this case's dims
+  double max_l2_rel_error = 0.0;      // worst over the checks that passed
+  double allowed_l2_rel_error = 0.0;  // this case's measured tolerance
+};
+
 struct Evaluation {
   std::string candidate_id;
   std::string content_hash;     // Candidate::ContentHash()
@@ -131,6 +160,13 @@ struct Evaluation {
   std::optional<Speedup> speedup_vs_reference;
   double floor_ms = 0.0;                    // roofline floor on this device
   double roofline_fraction = 0.0;           // floor_ms / median_ms
+  // A problem with shape cases: one result per case, in the problem's order
+  // (empty for a problem with one shape). `timing` and `baseline_timing`
+  // then hold the weighted means over the timed cases (the objective;
+  // sum(weight × figure) / sum(weight)), `speedup` the ratio of those
+  // weighted times, and `status` the first failing case's, its message
+  // naming the case (docs/evaluation.md, "Shape sets").
+  std::vector<CaseResult> cases;
 
   DeviceInfo device;
   bool compile_cached = false;

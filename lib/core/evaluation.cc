@@ -1,3 +1,4 @@
+#include "core/case_results.h"
 #include "ksearch/evaluation.h"
 
 #include <boost/json.hpp>
@@ -86,6 +87,7 @@ std::string Evaluation::Report() const {
   if (!candidate_id.empty()) out = candidate_id + ": " + out;
   if (!message.empty()) out += " — " + message;
   out += "\n";
+  out += internal::CaseResultsReport(cases);
   if (timing) {
     out += Format("  time: median %.4f ms (95%% CI %.4f–%.4f", timing->median_ms, timing->ci_low_ms,
                   timing->ci_high_ms);
@@ -198,6 +200,7 @@ std::string Evaluation::ToJson() const {
   if (speedup_vs_reference) o["speedup_vs_reference"] = SpeedupToJson(*speedup_vs_reference);
   o["floor_ms"] = floor_ms;
   o["roofline_fraction"] = roofline_fraction;
+  if (!cases.empty()) o["cases"] = internal::CaseResultsToJson(cases);
   o["device"] = {{"name", device.name},
                  {"ordinal", device.ordinal},
                  {"arch", device.Arch()},

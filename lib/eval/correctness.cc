@@ -74,9 +74,21 @@ bool LocalEvaluator::CheckOutputs(const InputSet& set, size_t set_index, uint64_
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
     const TensorSpec& spec = problem_.tensors[t];
     if (spec.role != TensorRole::kOutput) continue;
-    auto c = Compare(cand_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.rtol);
+    auto groups = GroupTolerance(set, t, ref_.ptr[t]);
+    if (!groups.ok()) return judge_error(groups.status());
+    auto c = Compare(cand_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.rtol,
+                     nullptr, 0.0, *groups);
     if (!c.ok()) return judge_error(c.status());
-    if (Mismatched(spec, t, set, phase, *c, tol, ref_.ptr[t], e)) return false;
+    if (Mismatched(spec, t, set, phase, *c, tol, ref_.ptr[t], e)) {
+      if (groups->axis != 0 && e->status == EvalStatus::kWrongResult) {
+        char text[160];
+        std::snprintf(text, sizeof(text), "; '%s' scales its inputs per %s, so atol is at most %.3g x the RMS of each %s of the expected output",
+                      set.name.c_str(), groups->axis == 1 ? "row" : "column",
+                      problem_.tolerance.atol_rms_fraction, groups->axis == 1 ? "row" : "column");
+        e->message += text;
+      }
+      return false;
+    }
   }
   return true;
 }

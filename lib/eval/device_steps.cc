@@ -148,7 +148,15 @@ Status LocalEvaluator::Generate(const InputSet& set, uint64_t seed, const Tensor
     int kind = d.kind == Distribution::Kind::kNormal ? 0 : 1;
     double a = d.a, b = d.b;
     unsigned long long s = seed ^ (0x5851f42d4c957f2dull * (t + 1));
-    void* args[] = {&out, &n, &dtype, &kind, &a, &b, &s};
+    int scale_axis = d.scale_axis == Distribution::ScaleAxis::kRow      ? 1
+                     : d.scale_axis == Distribution::ScaleAxis::kColumn ? 2
+                                                                        : 0;
+    double scale_lo = d.scale_low, scale_hi = d.scale_high;
+    long long row_len = 1;
+    if (scale_axis != 0) {
+      KSEARCH_ASSIGN_OR_RETURN(row_len, EvaluateExpression(spec.shape.back(), problem_.dims));
+    }
+    void* args[] = {&out, &n, &dtype, &kind, &a, &b, &s, &scale_axis, &scale_lo, &scale_hi, &row_len};
     unsigned blocks =
         static_cast<unsigned>(std::min<long long>((n + 255) / 256, device_.multiprocessors * 32));
     KSEARCH_CU(api_->cuLaunchKernel(fill_fn_, blocks, 1, 1, 256, 1, 1, 0, stream_.get(), args,
@@ -240,7 +248,7 @@ Status LocalEvaluator::FlushL2() {
 StatusOr<Comparison> LocalEvaluator::Compare(CUdeviceptr got, CUdeviceptr want, int64_t n,
                                              DType dtype, double atol, double rtol,
                                              std::vector<uint64_t>* histogram,
-                                             double histogram_min_abs) {
+                                             double histogram_min_abs, const GroupAtol& groups) {
   KSEARCH_CU(api_->cuMemsetD8Async(results_.ptr(), 0, kCountOffset, stream_.get()),
              "cuMemsetD8Async");
   long long count = n;
@@ -248,7 +256,11 @@ StatusOr<Comparison> LocalEvaluator::Compare(CUdeviceptr got, CUdeviceptr want, 
   CUdeviceptr out = results_.ptr();
   CUdeviceptr hist = histogram ? results_.ptr() + kHistogramOffset : 0;
   double hist_min = histogram_min_abs;
-  void* args[] = {&got, &want, &count, &code, &atol, &rtol, &out, &hist, &hist_min};
+  CUdeviceptr group_atol = groups.atol;
+  long long row_len = groups.row_len;
+  int group_axis = groups.axis;
+  void* args[] = {&got,  &want,     &count,      &code,    &atol,      &rtol,
+                  &out,  &hist,     &hist_min,   &group_atol, &row_len, &group_axis};
   unsigned blocks =
       static_cast<unsigned>(std::min<long long>((n + 255) / 256, device_.multiprocessors * 16));
   KSEARCH_CU(api_->cuLaunchKernel(compare_fn_, blocks, 1, 1, 256, 1, 1, 0, stream_.get(), args,
@@ -274,6 +286,37 @@ StatusOr<Comparison> LocalEvaluator::Compare(CUdeviceptr got, CUdeviceptr want, 
   std::memcpy(&max_rel, &bits, 4);
   c.max_rel = max_rel;
   return c;
+}
+
+StatusOr<GroupAtol> LocalEvaluator::GroupTolerance(const InputSet& set, size_t t, CUdeviceptr want) {
+  Distribution::ScaleAxis axis = Distribution::ScaleAxis::kNone;
+  for (const TensorSpec& spec : problem_.tensors) {
+    if (spec.role != TensorRole::kInput) continue;
+    Distribution::ScaleAxis a = set.For(spec.name).scale_axis;
+    if (a != Distribution::ScaleAxis::kNone) axis = a;
+  }
+  if (axis == Distribution::ScaleAxis::kNone) return GroupAtol{};
+  const TensorSpec& spec = problem_.tensors[t];
+  GroupAtol g;
+  g.axis = axis == Distribution::ScaleAxis::kRow ? 1 : 2;
+  KSEARCH_ASSIGN_OR_RETURN(int64_t row_len, EvaluateExpression(spec.shape.back(), problem_.dims));
+  g.row_len = row_len;
+  long long n = elements_[t];
+  long long groups = g.axis == 1 ? n / g.row_len : g.row_len;
+  if (group_atol_.bytes() < groups * 8) {
+    group_atol_ = DeviceBuffer();
+    KSEARCH_ASSIGN_OR_RETURN(group_atol_, DeviceBuffer::Allocate(*api_, groups * 8));
+  }
+  g.atol = group_atol_.ptr();
+  int code = JudgeDTypeOf(spec.dtype);
+  double fraction = problem_.tolerance.atol_rms_fraction;
+  void* args[] = {&want, &n, &code, &g.row_len, &g.axis, &fraction, &g.atol};
+  unsigned blocks = static_cast<unsigned>(
+      std::min<long long>(g.axis == 1 ? groups : (groups + 255) / 256, device_.multiprocessors * 16));
+  KSEARCH_CU(api_->cuLaunchKernel(group_atol_fn_, std::max(1u, blocks), 1, 1, 256, 1, 1, 0,
+                                  stream_.get(), args, nullptr),
+             "cuLaunchKernel(ks_group_atol)");
+  return g;
 }
 
 StatusOr<double> LocalEvaluator::ReadElement(CUdeviceptr p, DType dtype, int64_t index) {

@@ -29,11 +29,20 @@ __device__ __forceinline__ double ks_draw(int kind, double a, double b, unsigned
   return a + b * sqrt(-2.0 * log(u1)) * cospi(2.0 * u2);
 }
 
+// scale_axis 1 (per row) or 2 (per column): element i is multiplied by
+// 10^uniform(scale_lo, scale_hi) drawn once for its row i / row_len or its
+// column i % row_len, from a stream of its own.
 extern "C" __global__ void ks_fill(void* out, long long n, int dtype, int kind, double a, double b,
-                                   unsigned long long seed) {
+                                   unsigned long long seed, int scale_axis, double scale_lo,
+                                   double scale_hi, long long row_len) {
+  const unsigned long long scale_seed = ks_mix(seed ^ 0xa0761d6478bd642full);
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
     double v = ks_draw(kind, a, b, seed, i);
+    if (scale_axis != 0) {
+      long long group = scale_axis == 1 ? i / row_len : i % row_len;
+      v *= exp10(ks_draw(1, scale_lo, scale_hi, scale_seed, group));
+    }
     switch (dtype) {
       case 0: ((float*)out)[i] = (float)v; break;
       case 1: ((double*)out)[i] = v; break;
@@ -93,9 +102,13 @@ __device__ __forceinline__ int ks_rel_bin(double rel) {
 // still holding the poison is unwritten. When `hist` is not null, the
 // relative errors |got-want|/|want| of elements with |want| >= hist_min_abs
 // are counted in 256 quarter-octave bins (ks_rel_bin).
+// With group_axis 1 (rows) or 2 (columns), an element's atol is the smaller
+// of `atol` and group_atol[its row i / row_len, or its column i % row_len]
+// (ks_group_atol): inputs scaled row by row must be right row by row.
 extern "C" __global__ void ks_compare(const void* got, const void* want, long long n, int dtype,
-                                      double atol, double rtol, KsCompareResults* out,
-                                      unsigned long long* hist, double hist_min_abs) {
+                                      double atol_all, double rtol, KsCompareResults* out,
+                                      unsigned long long* hist, double hist_min_abs,
+                                      const double* group_atol, long long row_len, int group_axis) {
   __shared__ unsigned int block_hist[256];
   if (hist) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) block_hist[i] = 0;
@@ -117,6 +130,8 @@ extern "C" __global__ void ks_compare(const void* got, const void* want, long lo
       ++bad;
       violation = 3.0e38f;
     } else if (gf && wf) {
+      double atol = atol_all;
+      if (group_axis != 0) atol = fmin(atol, group_atol[group_axis == 1 ? i / row_len : i % row_len]);
       double d = fabs(g - w);
       sum_diff += d * d;
       sum_want += w * w;
@@ -162,6 +177,44 @@ extern "C" __global__ void ks_compare(const void* got, const void* want, long lo
     for (int i = threadIdx.x; i < 256; i += blockDim.x) {
       if (block_hist[i]) atomicAdd(&hist[i], (unsigned long long)block_hist[i]);
     }
+  }
+}
+
+// group_atol[g] = fraction × RMS of `want` over row g (axis 1: the elements
+// g*row_len .. g*row_len+row_len-1) or column g (axis 2: every row_len-th
+// element from g). One block per row; one thread per column.
+extern "C" __global__ void ks_group_atol(const void* want, long long n, int dtype, long long row_len,
+                                         int axis, double fraction, double* group_atol) {
+  __shared__ double partial[256];
+  long long rows = n / row_len;
+  if (axis == 1) {
+    for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+      double sum = 0.0;
+      for (long long c = threadIdx.x; c < row_len; c += blockDim.x) {
+        bool unused = false;
+        double w = ks_load(want, dtype, r * row_len + c, &unused);
+        if (isfinite(w)) sum += w * w;
+      }
+      partial[threadIdx.x] = sum;
+      __syncthreads();
+      for (int half = blockDim.x / 2; half > 0; half >>= 1) {
+        if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+        __syncthreads();
+      }
+      if (threadIdx.x == 0) group_atol[r] = fraction * sqrt(partial[0] / (double)row_len);
+      __syncthreads();
+    }
+    return;
+  }
+  for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < row_len;
+       c += (long long)gridDim.x * blockDim.x) {
+    double sum = 0.0;
+    for (long long r = 0; r < rows; ++r) {
+      bool unused = false;
+      double w = ks_load(want, dtype, r * row_len + c, &unused);
+      if (isfinite(w)) sum += w * w;
+    }
+    group_atol[c] = fraction * sqrt(sum / (double)rows);
   }
 }
 

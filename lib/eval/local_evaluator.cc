@@ -12,6 +12,7 @@
 #include "eval/device_output.h"
 #include "eval/judge.h"
 #include "core/plan_signature.h"
+#include "eval/shape_set_evaluator.h"
 #include "worker/compile.h"
 
 namespace ksearch {
@@ -126,6 +127,7 @@ Status LocalEvaluator::SetUpDevice() {
     KSEARCH_ASSIGN_OR_RETURN(wgmma_fn_, judge_module_.Function("ks_wgmma_peak"));
   }
   KSEARCH_ASSIGN_OR_RETURN(count_ne_fn_, judge_module_.Function("ks_count_ne"));
+  KSEARCH_ASSIGN_OR_RETURN(group_atol_fn_, judge_module_.Function("ks_group_atol"));
   KSEARCH_ASSIGN_OR_RETURN(results_, DeviceBuffer::Allocate(*api_, 4096));
   int64_t l2 = std::max<int64_t>(device_.l2_bytes, 8 << 20);
   KSEARCH_ASSIGN_OR_RETURN(flush_, DeviceBuffer::Allocate(*api_, 2 * l2));
@@ -203,6 +205,7 @@ void LocalEvaluator::TearDownDevice() {
   cand_owned_.clear();
   base_owned_.clear();
   results_.Abandon();
+  group_atol_.Abandon();
   flush_.Abandon();
   judge_module_.Abandon();
   stream_.Abandon();
@@ -250,9 +253,33 @@ void LocalEvaluator::RecoverContext(Evaluation* e) {
                      "for untrusted kernels";
     e->details += (e->details.empty() ? "" : "\n") + broken_reason_;
   } else {
+    ++context_resets_;
     e->details += (e->details.empty() ? "" : "\n") +
                   std::string("the CUDA context was reset and rebuilt after this crash");
   }
+}
+
+Status LocalEvaluator::RebuildDevice() {
+  TearDownDevice();
+  Status st = SetUpDevice();
+  if (!st.ok()) {
+    broken_ = true;
+    broken_reason_ = "could not rebuild after a reset of the CUDA context: " + st.message();
+  }
+  return st;
+}
+
+Status LocalEvaluator::Park() {
+  if (options_.compile_only || broken_ || vault_.sealed()) return Status::Ok();
+  KSEARCH_RETURN_IF_ERROR(ctx_->MakeCurrent());
+  KSEARCH_CU(api_->cuStreamSynchronize(stream_.get()), "cuStreamSynchronize");
+  return vault_.Seal();
+}
+
+Status LocalEvaluator::Unpark() {
+  if (options_.compile_only || broken_ || !vault_.sealed()) return Status::Ok();
+  KSEARCH_RETURN_IF_ERROR(ctx_->MakeCurrent());
+  return vault_.Unseal();
 }
 
 bool LocalEvaluator::OverBudget(const Evaluation& e) const {
@@ -358,6 +385,11 @@ void LocalEvaluator::Judge(const Candidate& candidate, const CompileResult& comp
     }
     return;
   }
+  if (check_only_) {
+    e->status = EvalStatus::kOk;
+    e->message = "correct (check-only: not timed)";
+    return;
+  }
   TimeCandidate(*plan, e);
   if (!e->timing || broken_ || (e->status != EvalStatus::kCancelled && e->status != EvalStatus::kOk)) {
     return;
@@ -396,23 +428,18 @@ std::vector<Evaluation> LocalEvaluator::Evaluate(std::span<const Candidate> cand
   return EvaluateWith(candidates, {}, cancel);
 }
 
-std::vector<Evaluation> LocalEvaluator::EvaluateWith(std::span<const Candidate> candidates,
-                                                     std::span<const CompileResult> precompiled,
-                                                     const std::atomic<bool>* cancel) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<Evaluation> out(candidates.size());
+std::vector<StatusOr<CompileResult>> LocalEvaluator::CompileAll(
+    std::span<const Candidate> candidates, const std::atomic<bool>* cancel,
+    std::vector<double>* compile_wall) {
   // Compiles run in parallel on the CPU; GPU checks and timing run one at a
   // time (one timing lane per GPU).
   unsigned workers = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16));
   std::vector<StatusOr<CompileResult>> results(candidates.size(), InternalError("not compiled"));
-  std::vector<double> compile_wall(candidates.size(), 0.0);
-  // Compiled by the caller (a worker process receiving cubins): judge only.
-  for (size_t i = 0; i < precompiled.size(); ++i) results[i] = precompiled[i];
+  compile_wall->assign(candidates.size(), 0.0);
   {
     std::atomic<size_t> next{0};
     std::vector<std::thread> pool;
-    size_t to_compile = precompiled.empty() ? candidates.size() : 0;
-    for (unsigned w = 0; w < std::min<size_t>(workers, to_compile); ++w) {
+    for (unsigned w = 0; w < std::min<size_t>(workers, candidates.size()); ++w) {
       pool.emplace_back([&] {
         for (size_t i = next++; i < candidates.size(); i = next++) {
           if (cancel && cancel->load()) continue;
@@ -423,11 +450,27 @@ std::vector<Evaluation> LocalEvaluator::EvaluateWith(std::span<const Candidate> 
           results[i] = compiler_->Compile(
               CompileRequest{c.source, opts, device_.CompileArch(),
                              (c.id.empty() ? std::string("candidate") : c.id) + ".cu"});
-          compile_wall[i] = MsSince(start);
+          (*compile_wall)[i] = MsSince(start);
         }
       });
     }
     for (std::thread& t : pool) t.join();
+  }
+  return results;
+}
+
+std::vector<Evaluation> LocalEvaluator::EvaluateWith(std::span<const Candidate> candidates,
+                                                     std::span<const CompileResult> precompiled,
+                                                     const std::atomic<bool>* cancel) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Evaluation> out(candidates.size());
+  std::vector<StatusOr<CompileResult>> results(candidates.size(), InternalError("not compiled"));
+  std::vector<double> compile_wall(candidates.size(), 0.0);
+  if (precompiled.empty()) {
+    results = CompileAll(candidates, cancel, &compile_wall);
+  } else {
+    // Compiled by the caller (a worker process receiving cubins): judge only.
+    for (size_t i = 0; i < precompiled.size(); ++i) results[i] = precompiled[i];
   }
   for (size_t i = 0; i < candidates.size(); ++i) {
     const Candidate& c = candidates[i];
@@ -496,6 +539,11 @@ bool CudaDriverAvailable(std::string* why) {
 
 StatusOr<std::unique_ptr<Evaluator>> CreateLocalEvaluator(const Problem& problem,
                                                           const EvaluatorOptions& options) {
+  if (!problem.shapes.empty()) {
+    auto shaped = std::make_unique<internal::ShapeSetEvaluator>(problem, options);
+    KSEARCH_RETURN_IF_ERROR(shaped->Initialize());
+    return std::unique_ptr<Evaluator>(std::move(shaped));
+  }
   auto evaluator = std::make_unique<internal::LocalEvaluator>(problem, options);
   KSEARCH_RETURN_IF_ERROR(evaluator->Initialize());
   return std::unique_ptr<Evaluator>(std::move(evaluator));
@@ -506,7 +554,8 @@ StatusOr<std::vector<Evaluation>> internal::EvaluatePrecompiled(
     Evaluator& evaluator, std::span<const Candidate> candidates,
     std::span<const CompileResult> compiled, const std::atomic<bool>* cancel) {
   auto* local = dynamic_cast<internal::LocalEvaluator*>(&evaluator);
-  if (local == nullptr) {
+  auto* shaped = dynamic_cast<internal::ShapeSetEvaluator*>(&evaluator);
+  if (local == nullptr && shaped == nullptr) {
     return InvalidArgumentError(
         "EvaluatePrecompiled needs an evaluator made by CreateLocalEvaluator");
   }
@@ -515,6 +564,7 @@ StatusOr<std::vector<Evaluation>> internal::EvaluatePrecompiled(
                                 " candidates but " + std::to_string(compiled.size()) +
                                 " compiles");
   }
+  if (shaped) return shaped->EvaluateWith(candidates, compiled, cancel);
   return local->EvaluateWith(candidates, compiled, cancel);
 }
 

@@ -89,6 +89,14 @@ struct SetTolerance {
   double fp32_l2 = 0.0;
 };
 
+// Per-row (or per-column) atols of one output, for input sets whose
+// distributions scale rows or columns (ks_group_atol); axis 0: none.
+struct GroupAtol {
+  int axis = 0;  // 1 rows, 2 columns
+  long long row_len = 1;
+  CUdeviceptr atol = 0;
+};
+
 // An output comparison, with the L2 relative error derived from it.
 struct Comparison {
   CompareResults raw{};
@@ -115,6 +123,24 @@ class LocalEvaluator final : public Evaluator {
   std::optional<TimingStats> reference_timing() const override { return reference_timing_; }
   std::optional<TimingStats> baseline_timing() const override { return baseline_timing_; }
   Status health() const override;
+
+  // For the shape-set evaluator (shape_set_evaluator.cc), which holds one
+  // LocalEvaluator per shape case on the same primary context:
+  // Compiles candidates as EvaluateWith does (wall times in *wall_ms).
+  std::vector<StatusOr<CompileResult>> CompileAll(std::span<const Candidate> candidates,
+                                                  const std::atomic<bool>* cancel,
+                                                  std::vector<double>* wall_ms);
+  // A check-only case: candidates are checked, never timed.
+  void set_check_only(bool check_only) { check_only_ = check_only; }
+  // How often a candidate's crash made this evaluator reset the context.
+  int context_resets() const { return context_resets_; }
+  // Rebuilds every driver object after another evaluator reset the shared
+  // primary context (the measured tolerances and figures are kept).
+  Status RebuildDevice();
+  // Seals the vault while other cases judge (their candidates run in the
+  // same address space), and unseals it again.
+  Status Park();
+  Status Unpark();
 
  private:
   // local_evaluator.cc
@@ -153,7 +179,11 @@ class LocalEvaluator final : public Evaluator {
   StatusOr<Comparison> Compare(CUdeviceptr got, CUdeviceptr want, int64_t n, DType dtype,
                                double atol, double rtol,
                                std::vector<uint64_t>* histogram = nullptr,
-                               double histogram_min_abs = 0.0);
+                               double histogram_min_abs = 0.0, const GroupAtol& groups = {});
+  // The row or column atols of output `t` for inputs of `set`, from the
+  // expected output at `want`: {} (axis 0) unless an input of `set` is
+  // scaled per row or per column, then that axis of the output's last dim.
+  StatusOr<GroupAtol> GroupTolerance(const InputSet& set, size_t t, CUdeviceptr want);
   StatusOr<double> ReadElement(CUdeviceptr p, DType dtype, int64_t index);
   StatusOr<bool> InputsDiffer(const TensorBuffers& a, const TensorBuffers& b);
   // Words in the guard regions of cand_ and of the plan's workspace that no
@@ -214,8 +244,10 @@ class LocalEvaluator final : public Evaluator {
   Module judge_module_;
   CUfunction fill_fn_ = nullptr, compare_fn_ = nullptr, diff_fn_ = nullptr, read_fn_ = nullptr,
              fma_fn_ = nullptr, mma_fn_ = nullptr, count_ne_fn_ = nullptr,
-             wgmma_fn_ = nullptr;  // Hopper only
+             wgmma_fn_ = nullptr,  // Hopper only
+             group_atol_fn_ = nullptr;
   DeviceBuffer results_;  // CompareResults, a histogram and scratch words
+  DeviceBuffer group_atol_;  // GroupTolerance's atols, one per row or column
   DeviceBuffer flush_;
   TruthVault vault_;
   TensorBuffers ref_, ref32_, scratch_;  // inside the vault
@@ -233,6 +265,8 @@ class LocalEvaluator final : public Evaluator {
   double floor_ms_ = 0.0;
   std::string floor_path_;  // what the floor's arithmetic term assumes
   bool broken_ = false;
+  bool check_only_ = false;
+  int context_resets_ = 0;
   bool hung_ = false;  // a kernel may still be running: never wait on the device again
   std::string broken_reason_;
   unsigned flush_value_ = 1;

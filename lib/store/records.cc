@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "core/json_util.h"
+#include "core/case_results.h"
 
 namespace ksearch::internal {
 namespace {
@@ -139,6 +140,7 @@ StatusOr<Evaluation> EvaluationFromJson(std::string_view json, std::string_view 
   KSEARCH_ASSIGN_OR_RETURN(e.speedup_vs_reference, ReadSpeedup(root, "speedup_vs_reference"));
   KSEARCH_RETURN_IF_ERROR(ReadDouble(root, "floor_ms", &e.floor_ms));
   KSEARCH_RETURN_IF_ERROR(ReadDouble(root, "roofline_fraction", &e.roofline_fraction));
+  KSEARCH_RETURN_IF_ERROR(ReadCaseResults(root, &e.cases));
   KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> device, root.Find("device"));
   if (device && !device->element().is_null()) {
     DeviceInfo& d = e.device;

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "core/case_results.h"
+
 namespace ksearch::internal::worker {
 namespace {
 
@@ -216,6 +218,7 @@ std::string EvaluationToWireJson(const Evaluation& e) {
   if (e.speedup_vs_reference) o["speedup_vs_reference"] = SpeedupToJson(*e.speedup_vs_reference);
   o["floor_ms"] = NumberToJson(e.floor_ms);
   o["roofline_fraction"] = NumberToJson(e.roofline_fraction);
+  if (!e.cases.empty()) o["cases"] = CaseResultsToJson(e.cases);
   o["device"] = DeviceInfoToJson(e.device);
   o["compile_cached"] = e.compile_cached;
   o["compile_ms"] = NumberToJson(e.compile_ms);
@@ -296,6 +299,7 @@ StatusOr<Evaluation> EvaluationFromNode(const JsonNode& node) {
   }
   KSEARCH_RETURN_IF_ERROR(ReadMember(node, "floor_ms", &e.floor_ms));
   KSEARCH_RETURN_IF_ERROR(ReadMember(node, "roofline_fraction", &e.roofline_fraction));
+  KSEARCH_RETURN_IF_ERROR(ReadCaseResults(node, &e.cases));
   KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> device, node.Find("device"));
   if (device) {
     KSEARCH_ASSIGN_OR_RETURN(e.device, DeviceInfoFromNode(*device));

@@ -219,5 +219,29 @@ TEST(Evaluator, WithoutADriverFailsWithOneLine) {
   EXPECT_NE(e.status().message().find("no CUDA driver found"), std::string::npos) << e.status().message();
 }
 
+// A problem with shape cases is judged at each: a plan that resolves at the
+// problem's dims but not at a case's is invalid there, and says where.
+TEST(CompileOnlyEvaluator, ChecksThePlanAtEveryShapeCase) {
+  Problem problem = testing::RowSoftmaxProblem();
+  problem.shapes = {ShapeCase{"big", {{"rows", 512}}, 1.0, true},
+                    ShapeCase{"decode", {{"rows", 8}}, 1.0, false}};
+  ASSERT_TRUE(problem.Validate().ok()) << problem.Validate().ToString();
+  auto evaluator = CompileOnly(problem);
+  ASSERT_TRUE(evaluator);
+  Evaluation good = EvaluateOne(*evaluator, problem.start.ToCandidate("start", "start"));
+  EXPECT_EQ(good.status, EvalStatus::kCompiled) << good.Report();
+  ASSERT_EQ(good.cases.size(), 2u);
+  EXPECT_EQ(good.cases[1].status, EvalStatus::kCompiled);
+  EXPECT_EQ(good.cases[1].dims, (std::vector<std::pair<std::string, int64_t>>{{"rows", 8}, {"cols", 4096}}));
+  Candidate sixteen = problem.start.ToCandidate("sixteen_rows_a_block", "user");
+  sixteen.plan.launches[0].grid[0] = "rows / 16";
+  Evaluation bad = EvaluateOne(*evaluator, sixteen);
+  EXPECT_EQ(bad.status, EvalStatus::kInvalidPlan) << bad.Report();
+  EXPECT_NE(bad.message.find("at case 'decode' (rows=8 cols=4096): launches[0].grid[0]"), std::string::npos)
+      << bad.message;
+  EXPECT_EQ(bad.cases[0].status, EvalStatus::kCompiled);
+  EXPECT_EQ(bad.cases[1].status, EvalStatus::kInvalidPlan);
+}
+
 }  // namespace
 }  // namespace ksearch

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "test_util.h"
+#include "store/records.h"
 #include "worker/evaluation_json.h"
 #include "worker/messages.h"
 
@@ -296,6 +297,70 @@ TEST(EvaluationJson, NamesTheBadField) {
   auto wrong_type = EvaluationFromJson(R"({"status": "ok", "timing": {"median_ms": "fast"}})", "e");
   EXPECT_NE(wrong_type.status().message().find("timing.median_ms"), std::string::npos)
       << wrong_type.status().message();
+}
+
+// Per-case results read back the same from each form: the worker's wire
+// JSON, the public --json form and the store's reader.
+TEST(EvaluationJson, CarriesPerCaseResultsInEveryForm) {
+  Evaluation e = SampleEvaluation();
+  e.mismatch->got = 1.0;
+  e.mismatch->max_rel_error = 3.0;
+  e.status = EvalStatus::kWrongResult;
+  CaseResult prefill;
+  prefill.name = "prefill";
+  prefill.dims = {{"M", 4096}, {"N", 256}};
+  prefill.weight = 0.25;
+  prefill.status = EvalStatus::kOk;
+  prefill.message = "correct; median 0.5000 ms";
+  prefill.median_ms = 0.5;
+  prefill.ci_low_ms = 0.49;
+  prefill.ci_high_ms = 0.51;
+  prefill.repetitions = 40;
+  prefill.baseline_median_ms = 0.75;
+  prefill.baseline = "cublas_sgemm";
+  prefill.speedup = 1.5;
+  prefill.speedup_ci_low = 1.4;
+  prefill.speedup_ci_high = 1.6;
+  prefill.floor_ms = 0.1;
+  prefill.max_l2_rel_error = 1e-7;
+  prefill.allowed_l2_rel_error = 8e-7;
+  CaseResult odd;
+  odd.name = "odd";
+  odd.dims = {{"M", 17}, {"N", 256}};
+  odd.timed = false;
+  odd.status = EvalStatus::kWrongResult;
+  odd.message = "'C' differs from the reference";
+  e.cases = {prefill, odd};
+  auto expect_cases = [&](const StatusOr<Evaluation>& back, const char* form) {
+    ASSERT_TRUE(back.ok()) << form << ": " << back.status().ToString();
+    ASSERT_EQ(back->cases.size(), 2u) << form;
+    const CaseResult& p = back->cases[0];
+    EXPECT_EQ(p.name, "prefill") << form;
+    EXPECT_EQ(p.dims, prefill.dims) << form;
+    EXPECT_EQ(p.weight, 0.25) << form;
+    EXPECT_TRUE(p.timed) << form;
+    EXPECT_EQ(p.status, EvalStatus::kOk) << form;
+    EXPECT_EQ(p.median_ms, 0.5) << form;
+    EXPECT_EQ(p.repetitions, 40) << form;
+    EXPECT_EQ(p.baseline_median_ms, 0.75) << form;
+    EXPECT_EQ(p.baseline, "cublas_sgemm") << form;
+    EXPECT_EQ(p.speedup_ci_high, 1.6) << form;
+    EXPECT_EQ(p.allowed_l2_rel_error, 8e-7) << form;
+    EXPECT_FALSE(back->cases[1].timed) << form;
+    EXPECT_EQ(back->cases[1].status, EvalStatus::kWrongResult) << form;
+    EXPECT_EQ(back->cases[1].message, odd.message) << form;
+    EXPECT_EQ(back->Report(), e.Report()) << form;
+  };
+  expect_cases(EvaluationFromJson(EvaluationToWireJson(e), "wire"), "wire");
+  expect_cases(EvaluationFromJson(e.ToJson(), "public"), "public");
+  expect_cases(internal::EvaluationFromJson(e.ToJson(), "store"), "store");
+  EXPECT_NE(e.Report().find("case odd (M=17 N=256, check-only): wrong_result"), std::string::npos)
+      << e.Report();
+  // A one-shape evaluation writes no "cases".
+  EXPECT_EQ(SampleEvaluation().ToJson().find("\"cases\""), std::string::npos);
+  auto bad = EvaluationFromJson(R"({"status": "ok", "cases": [{"name": "a", "status": "fine"}]})", "e");
+  EXPECT_NE(bad.status().message().find("cases[0].status: unknown status 'fine'"), std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace
