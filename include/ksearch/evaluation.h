@@ -124,6 +124,9 @@ struct CaseResult {
   // A timed case that passed: the candidate's and the baseline's median
   // time here, with the candidate's 95% interval and repetitions.
   double median_ms = 0.0;
+  double min_ms = 0.0;
+  double p10_ms = 0.0;
+  double p90_ms = 0.0;
   double ci_low_ms = 0.0;
   double ci_high_ms = 0.0;
   int repetitions = 0;

@@ -142,6 +142,12 @@ struct SearchSummary {
   int64_t correct = 0;
   std::map<std::string, int64_t> by_status;  // "wrong_result" → 12
   std::optional<HistoryEntry> best;  // fastest correct candidate
+  // A problem with dispatch buckets (Problem::dispatch): per bucket, the
+  // fastest candidate correct at every shape case of that bucket, with its
+  // evaluation restricted to the bucket (timing: the bucket's weighted
+  // time); nullopt where none was. Empty without buckets. Kept by
+  // ParameterTuneSearch; KernelCache::PutTable stores it.
+  std::vector<std::optional<HistoryEntry>> best_per_bucket;
   std::optional<HistoryEntry> start; // the starting kernel's evaluation
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;

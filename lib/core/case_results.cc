@@ -37,6 +37,9 @@ boost::json::value CaseResultsToJson(const std::vector<CaseResult>& cases) {
                                       {"status", std::string(ToString(c.status))},
                                       {"message", c.message},
                                       {"median_ms", Finite(c.median_ms)},
+                                      {"min_ms", Finite(c.min_ms)},
+                                      {"p10_ms", Finite(c.p10_ms)},
+                                      {"p90_ms", Finite(c.p90_ms)},
                                       {"ci_low_ms", Finite(c.ci_low_ms)},
                                       {"ci_high_ms", Finite(c.ci_high_ms)},
                                       {"repetitions", c.repetitions},
@@ -57,7 +60,7 @@ StatusOr<std::vector<CaseResult>> CaseResultsFromNode(const JsonNode& node) {
   std::vector<CaseResult> out;
   for (const JsonNode& item : items) {
     KSEARCH_RETURN_IF_ERROR(item.CheckKeys(
-        {"name", "dims", "weight", "timed", "status", "message", "median_ms", "ci_low_ms",
+        {"name", "dims", "weight", "timed", "status", "message", "median_ms", "min_ms", "p10_ms", "p90_ms", "ci_low_ms",
          "ci_high_ms", "repetitions", "baseline_median_ms", "baseline", "speedup", "speedup_ci_low",
          "speedup_ci_high", "floor_ms", "max_l2_rel_error", "allowed_l2_rel_error"}));
     CaseResult c;
@@ -95,6 +98,9 @@ StatusOr<std::vector<CaseResult>> CaseResultsFromNode(const JsonNode& node) {
       double* target;
     } fields[] = {{"weight", &c.weight},
                   {"median_ms", &c.median_ms},
+                  {"min_ms", &c.min_ms},
+                  {"p10_ms", &c.p10_ms},
+                  {"p90_ms", &c.p90_ms},
                   {"ci_low_ms", &c.ci_low_ms},
                   {"ci_high_ms", &c.ci_high_ms},
                   {"baseline_median_ms", &c.baseline_median_ms},

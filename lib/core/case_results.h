@@ -4,10 +4,10 @@
 // case reported by a worker reads the same everywhere.
 //
 // Layout: "cases": [{"name", "dims": {DIM: VALUE, …}, "weight", "timed",
-// "status", "message", "median_ms", "ci_low_ms", "ci_high_ms",
-// "repetitions", "baseline_median_ms", "baseline", "speedup",
-// "speedup_ci_low", "speedup_ci_high", "floor_ms", "max_l2_rel_error",
-// "allowed_l2_rel_error"}, …]; written only when there are cases, so the
+// "status", "message", "median_ms", "min_ms", "p10_ms", "p90_ms",
+// "ci_low_ms", "ci_high_ms", "repetitions", "baseline_median_ms",
+// "baseline", "speedup", "speedup_ci_low", "speedup_ci_high", "floor_ms",
+// "max_l2_rel_error", "allowed_l2_rel_error"}, …]; written only when there are cases, so the
 // JSON of a problem with one shape is unchanged. Non-finite numbers are
 // written as null and read back as 0.
 //

@@ -93,6 +93,14 @@ std::string SearchSummary::FullReport() const {
       out += "  ... " + std::to_string(notes.size() - kShown) + " more\n";
     }
   }
+  for (size_t b = 0; b < best_per_bucket.size(); ++b) {
+    const std::optional<HistoryEntry>& entry = best_per_bucket[b];
+    if (!entry) {
+      out += "bucket " + std::to_string(b) + ": no kernel correct at all of its cases\n";
+      continue;
+    }
+    out += "bucket " + std::to_string(b) + ": " + entry->candidate.id + " — " + entry->evaluation.message + "\n";
+  }
   if (start) out += "starting kernel:\n" + start->evaluation.Report();
   if (best) {
     out += best->evaluation.status == EvalStatus::kCompiled ? "best compiled kernel (never run):\n"

@@ -1,5 +1,7 @@
 #include "eval/shape_set_evaluator.h"
 
+#include "core/shape_cases.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -17,29 +19,6 @@ std::string DimsText(const std::vector<std::pair<std::string, int64_t>>& dims) {
 bool EndsJudging(EvalStatus status) {
   return status == EvalStatus::kCrashed || status == EvalStatus::kTimeout ||
          status == EvalStatus::kCancelled || status == EvalStatus::kCompileError;
-}
-
-// sum(weight × figure) / sum(weight), figure by figure; repetitions: the
-// fewest of any case.
-TimingStats WeightedMean(const std::vector<std::pair<double, TimingStats>>& figures) {
-  TimingStats mean;
-  mean.repetitions = figures.empty() ? 0 : figures[0].second.repetitions;
-  double weights = 0.0;
-  for (const auto& [w, x] : figures) {
-    weights += w;
-    mean.median_ms += w * x.median_ms;
-    mean.min_ms += w * x.min_ms;
-    mean.p10_ms += w * x.p10_ms;
-    mean.p90_ms += w * x.p90_ms;
-    mean.ci_low_ms += w * x.ci_low_ms;
-    mean.ci_high_ms += w * x.ci_high_ms;
-    mean.repetitions = std::min(mean.repetitions, x.repetitions);
-  }
-  for (double* v : {&mean.median_ms, &mean.min_ms, &mean.p10_ms, &mean.p90_ms, &mean.ci_low_ms,
-                    &mean.ci_high_ms}) {
-    *v /= weights;
-  }
-  return mean;
 }
 
 }  // namespace
@@ -204,11 +183,6 @@ Evaluation ShapeSetEvaluator::Combine(const std::vector<const Evaluation*>& at_c
   e.device = device();
   e.resources = first->resources;
   e.relaxed_tolerance = first->relaxed_tolerance;
-  double weight_sum = 0.0, c_sum = 0.0, b_sum = 0.0, lo_sum = 0.0, hi_sum = 0.0;
-  std::vector<std::pair<double, TimingStats>> timings, baselines;
-  Speedup speedup;
-  speedup.pairs = INT32_MAX;
-  bool all_baselines = true;
   for (size_t c = 0; c < cases_.size(); ++c) {
     const ShapeCase& sc = cases_[c];
     CaseResult r;
@@ -232,6 +206,9 @@ Evaluation ShapeSetEvaluator::Combine(const std::vector<const Evaluation*>& at_c
     r.floor_ms = x->floor_ms;
     if (x->timing) {
       r.median_ms = x->timing->median_ms;
+      r.min_ms = x->timing->min_ms;
+      r.p10_ms = x->timing->p10_ms;
+      r.p90_ms = x->timing->p90_ms;
       r.ci_low_ms = x->timing->ci_low_ms;
       r.ci_high_ms = x->timing->ci_high_ms;
       r.repetitions = x->timing->repetitions;
@@ -255,26 +232,6 @@ Evaluation ShapeSetEvaluator::Combine(const std::vector<const Evaluation*>& at_c
         e.checks_not_run.push_back(check);
       }
     }
-    if (sc.timed && x->timing) {
-      const double w = sc.weight;
-      weight_sum += w;
-      timings.emplace_back(w, *x->timing);
-      e.floor_ms += w * x->floor_ms;
-      if (x->baseline_timing && x->speedup) {
-        baselines.emplace_back(w, *x->baseline_timing);
-        // The overall ratio is that of the weighted times, the paired
-        // ratio of each case weighted by the candidate's share of the time.
-        double wc = w * x->timing->median_ms;
-        c_sum += wc;
-        b_sum += wc * x->speedup->ratio;
-        lo_sum += wc * x->speedup->ci_low;
-        hi_sum += wc * x->speedup->ci_high;
-        speedup.baseline = x->speedup->baseline;
-        speedup.pairs = std::min(speedup.pairs, x->speedup->pairs);
-      } else {
-        all_baselines = false;
-      }
-    }
     e.cases.push_back(std::move(r));
   }
   if (failed) {
@@ -289,18 +246,9 @@ Evaluation ShapeSetEvaluator::Combine(const std::vector<const Evaluation*>& at_c
     e.message = first->message + " at " + std::to_string(cases_.size()) + " shape cases";
     return e;
   }
-  if (weight_sum > 0) {
-    e.floor_ms /= weight_sum;
-    e.timing = WeightedMean(timings);
-    e.roofline_fraction = e.timing->median_ms > 0 ? e.floor_ms / e.timing->median_ms : 0.0;
-    if (all_baselines && c_sum > 0) {
-      e.baseline_timing = WeightedMean(baselines);
-      speedup.ratio = b_sum / c_sum;
-      speedup.ci_low = lo_sum / c_sum;
-      speedup.ci_high = hi_sum / c_sum;
-      e.speedup = speedup;
-    }
-  }
+  std::vector<size_t> all(cases_.size());
+  for (size_t c = 0; c < all.size(); ++c) all[c] = c;
+  CombineTimedCases(e.cases, all, &e);
   char text[240];
   std::snprintf(text, sizeof(text), "correct at %zu shape cases; weighted median %.4f ms",
                 cases_.size(), e.timing ? e.timing->median_ms : 0.0);

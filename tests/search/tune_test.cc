@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/shape_cases.h"
 #include "search_test_util.h"
 
 namespace ksearch {
@@ -29,21 +30,26 @@ bool Allowed(const Candidate& c) {
   return block * vec <= 1024 && block >= 64;
 }
 
-class TuneMethods : public ::testing::TestWithParam<TuneMethod> {};
-
-TEST_P(TuneMethods, RespectTheConstraintsAndFindTheFastestPoint) {
-  Problem problem = TemplatedRowSoftmax();
-  FakeEvaluator evaluator(problem, Landscape);
+// Twelve rounds of four with `method`.
+StatusOr<SearchSummary> Tune(const Problem& problem, Evaluator& evaluator, TuneMethod method) {
   SearchOptions options;
   options.budget.max_rounds = 12;
   ParameterTuneOptions tune;
-  tune.method = GetParam();
+  tune.method = method;
   tune.batch_size = 4;
   auto searcher = MakeParameterTuneSearch(options, tune);
   SearchContext context;
   context.problem = &problem;
   context.evaluator = &evaluator;
-  auto summary = searcher->Run(context);
+  return searcher->Run(context);
+}
+
+class TuneMethods : public ::testing::TestWithParam<TuneMethod> {};
+
+TEST_P(TuneMethods, RespectTheConstraintsAndFindTheFastestPoint) {
+  Problem problem = TemplatedRowSoftmax();
+  FakeEvaluator evaluator(problem, Landscape);
+  auto summary = Tune(problem, evaluator, GetParam());
   ASSERT_TRUE(summary.ok()) << summary.status().ToString();
   EXPECT_EQ(summary->strategy, "tune");
   std::map<std::string, int> times_judged;
@@ -152,6 +158,75 @@ TEST(ParameterTuneSearch, CompileOnlyRunRespectsConstraintsAndStopsWhenTheSpaceI
       EXPECT_TRUE(Allowed(e.candidate)) << e.candidate.plan.ToJson();
     }
   }
+}
+
+// Dispatch buckets: the small rows want BLOCK 64, the large ones BLOCK 512,
+// and VEC 8 is wrong at the check-only odd shape (in the small bucket). The
+// tune keeps the best of each bucket, judged only by that bucket's cases.
+TEST(ParameterTuneSearch, KeepsABestKernelPerDispatchBucket) {
+  Problem problem = TemplatedRowSoftmax();
+  problem.shapes = {ShapeCase{"small", {{"rows", 4}}, 3.0, true},
+                    ShapeCase{"odd", {{"rows", 7}}, 1.0, false},
+                    ShapeCase{"big", {{"rows", 64}}, 1.0, true}};
+  problem.dispatch = DispatchSpec{"rows", {16}};
+  ASSERT_TRUE(problem.Validate().ok()) << problem.Validate().ToString();
+  auto judge = [&problem](const Candidate& c) {
+    double block = static_cast<double>(c.plan.Param("BLOCK", 2048));
+    bool vec8 = c.plan.Param("VEC", 1) == 8;
+    double small_ms = 1.0 + 0.3 * std::abs(std::log2(block / 64.0));
+    double big_ms = 1.0 + 0.3 * std::abs(std::log2(block / 512.0));
+    Evaluation e;
+    for (size_t i = 0; i < problem.shapes.size(); ++i) {
+      CaseResult r;
+      r.name = problem.shapes[i].name;
+      r.dims = problem.CaseDims(i);
+      r.timed = problem.shapes[i].timed;
+      r.weight = r.timed ? problem.shapes[i].weight : 0.0;
+      r.status = vec8 && r.name == "odd" ? EvalStatus::kWrongResult : EvalStatus::kOk;
+      r.message = r.status == EvalStatus::kOk ? "correct (fake)" : "wrong at the tail (fake)";
+      if (r.timed) {
+        r.median_ms = r.min_ms = r.p10_ms = r.p90_ms = r.ci_low_ms = r.ci_high_ms =
+            r.name == "small" ? small_ms : big_ms;
+        r.repetitions = 10;
+        r.baseline = "fake_baseline";
+        r.baseline_median_ms = 1.0;
+        r.speedup = r.speedup_ci_low = r.speedup_ci_high = 1.0 / r.median_ms;
+      }
+      e.cases.push_back(r);
+    }
+    e.status = vec8 ? EvalStatus::kWrongResult : EvalStatus::kOk;
+    e.message = vec8 ? "at case 'odd': wrong (fake)" : "correct (fake)";
+    if (!vec8) {
+      std::vector<size_t> all = {0, 1, 2};
+      internal::CombineTimedCases(e.cases, all, &e);
+    }
+    return e;
+  };
+  FakeEvaluator evaluator(problem, judge);
+  auto summary = Tune(problem, evaluator, TuneMethod::kRandom);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  ASSERT_EQ(summary->best_per_bucket.size(), 2u);
+  ASSERT_TRUE(summary->best_per_bucket[0]);
+  ASSERT_TRUE(summary->best_per_bucket[1]);
+  const HistoryEntry& small = *summary->best_per_bucket[0];
+  const HistoryEntry& big = *summary->best_per_bucket[1];
+  EXPECT_EQ(small.candidate.plan.Param("BLOCK", -1), 64);
+  EXPECT_NE(small.candidate.plan.Param("VEC", -1), 8) << "wrong at a case of its bucket";
+  EXPECT_EQ(big.candidate.plan.Param("BLOCK", -1), 512);
+  // Each entry carries its bucket's view: its cases and its weighted time.
+  EXPECT_EQ(small.evaluation.status, EvalStatus::kOk);
+  ASSERT_EQ(small.evaluation.cases.size(), 2u);  // small and odd
+  EXPECT_EQ(small.evaluation.cases[1].name, "odd");
+  ASSERT_TRUE(small.evaluation.timing);
+  EXPECT_DOUBLE_EQ(small.evaluation.timing->median_ms, 1.0);
+  ASSERT_EQ(big.evaluation.cases.size(), 1u);
+  EXPECT_DOUBLE_EQ(big.evaluation.timing->median_ms, 1.0);
+  EXPECT_NE(big.evaluation.message.find("bucket rows>16"), std::string::npos) << big.evaluation.message;
+  // The overall best is correct everywhere and fastest by the weighted time
+  // (3 × small + 1 × big): BLOCK 64 or 128 beat 512 there.
+  ASSERT_TRUE(summary->best);
+  EXPECT_LT(summary->best->candidate.plan.Param("BLOCK", -1), 512);
+  EXPECT_NE(summary->FullReport().find("bucket 1: "), std::string::npos) << summary->FullReport();
 }
 
 }  // namespace
