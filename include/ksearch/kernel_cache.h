@@ -13,6 +13,11 @@
 //   auto kernel = (*cache)->Lookup(*key);
 //   if (!kernel.ok()) { … tune, then (*cache)->PutBest(problem, device, best) … }
 //
+// A problem with dispatch buckets (Problem::dispatch) keeps a table: one entry
+// per bucket (KernelCacheKey::bucket), stored by PutTable from a search's
+// best_per_bucket, read back by LookupTable, launched by
+// KernelRunner::LoadTable.
+//
 // The cache lives in a ksearch database (store.h), in the same file as the
 // runs or in a file of its own.
 //
@@ -23,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +49,10 @@ struct KernelCacheKey {
   int cc_minor = 0;
   int driver_version = 0;           // cuDriverGetVersion, e.g. 13000
   std::string nvrtc_version;        // "13.0"
+  // The dispatch bucket the entry serves (Problem::dispatch), -1 for the
+  // whole problem. A problem with buckets has a table: one entry per bucket
+  // that a search found a correct kernel for.
+  int bucket = -1;
 
   // The key for a problem on a device as an evaluator reports it
   // (Evaluator::device()).
@@ -51,7 +61,8 @@ struct KernelCacheKey {
   // driver. Errors: kFailedPrecondition without a driver or that GPU.
   [[nodiscard]] static StatusOr<KernelCacheKey> ForDevice(const Problem& problem,
                                                           int device_ordinal = 0);
-  // "softmax@1a2b3c4d5e6f on NVIDIA H200 sm_90, driver 13000, NVRTC 13.0".
+  // "softmax@1a2b3c4d5e6f on NVIDIA H200 sm_90, driver 13000, NVRTC 13.0"
+  // (", bucket 1" for a bucket's entry).
   std::string ToString() const;
   // "sm_90".
   std::string Arch() const;
@@ -112,6 +123,10 @@ class KernelCache {
   // `replace` is set. Returns whether it was stored. Errors: kInvalidArgument
   // (no cubin, no key), the store's write errors.
   [[nodiscard]] StatusOr<bool> Put(const CachedKernel& kernel, bool replace = false);
+  // The dispatch table for `key`'s problem and device: its entries for
+  // every bucket (key.bucket is ignored), in bucket order. Errors: as Lookup
+  // (kNotFound when there is no entry for any bucket).
+  [[nodiscard]] StatusOr<std::vector<CachedKernel>> LookupTable(const KernelCacheKey& key);
   // Every entry, or those of one problem fingerprint; newest first.
   [[nodiscard]] StatusOr<std::vector<CachedKernel>> List(std::string_view problem_fingerprint = "");
   // Removes the entry with `key` (nothing when absent).
@@ -127,6 +142,14 @@ class KernelCache {
   // Build + Put: what a search's caller does with SearchSummary::best.
   [[nodiscard]] StatusOr<bool> PutBest(const Problem& problem, const DeviceInfo& device,
                                        const HistoryEntry& best, int64_t run_id = 0);
+  // Build + Put of each present entry of SearchSummary::best_per_bucket,
+  // as the entry of its bucket (each kept only if faster than the stored
+  // one, by its bucket's weighted time). Returns how many were stored.
+  // Errors: kInvalidArgument (the problem has no dispatch buckets, or the
+  // list is not one per bucket), Build's and Put's.
+  [[nodiscard]] StatusOr<int> PutTable(const Problem& problem, const DeviceInfo& device,
+                                       const std::vector<std::optional<HistoryEntry>>& best_per_bucket,
+                                       int64_t run_id = 0);
 
  private:
   std::unique_ptr<Store> owned_;

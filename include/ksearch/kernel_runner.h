@@ -17,10 +17,25 @@
 // reports launch errors of its own calls only; faults inside the kernel show
 // up on the caller's stream, as with any launch.
 //
-// The kernel was judged at the problem's dims. Dims given to Launch replace
-// them in the plan's grid, block, shared-memory and scalar expressions (a
-// different batch size, say); the kernel's correctness at those dims was not
-// checked by the search.
+// The kernel was judged at the problem's shape cases (its dims when it
+// declares none). Dims given to Launch replace the problem's in the plan's
+// grid, block, shared-memory and scalar expressions, and must be dims the
+// search checked the kernel at: those of one of its cases, where the
+// dispatch dim of a problem with buckets may take any value inside the
+// bucket. Other dims are refused with kFailedPrecondition naming the dim and
+// its value, unless Options::allow_unchecked_dims is set.
+//
+// Dispatch by shape: for a problem with dispatch buckets (Problem::dispatch),
+// LoadTable takes the table KernelCache::LookupTable returns (one kernel per
+// bucket) and each Launch runs the kernel of the bucket its dims fall in —
+// the autotuning cache an engine would otherwise keep by hand:
+//
+//   auto table = cache->LookupTable(key);                   // at start
+//   auto runner = ksearch::KernelRunner::LoadTable(*table, problem, {});
+//   ksearch::DimValue dims[] = {{"M", tokens}};
+//   Status s = (*runner)->Launch(stream, tensors, dims);    // M <= 16: the decode kernel
+//
+// A launch whose bucket has no kernel in the table is refused the same way.
 //
 // No CUDA type appears here: streams and pointers are `void*` (a CUstream /
 // cudaStream_t, a CUdeviceptr / device pointer).
@@ -34,6 +49,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 #include <string_view>
 
 #include "ksearch/kernel_cache.h"
@@ -44,6 +60,7 @@ namespace ksearch {
 
 namespace internal {
 class KernelRunnerImpl;
+class DispatchTable;
 }  // namespace internal
 
 // A device pointer for one of the problem's tensors, by name.
@@ -69,6 +86,12 @@ class KernelRunner {
     bool require_matching_key = true;
     // Resolved plans kept per distinct dims (least recently used dropped).
     int max_cached_shapes = 64;
+    // Launch at dims the search never checked the kernel at (other values
+    // than its shape cases', a bucket with no kernel in the table: then the
+    // nearest bucket's kernel runs). Off: such a launch is refused with
+    // kFailedPrecondition. Only for callers that check the results
+    // themselves.
+    bool allow_unchecked_dims = false;
   };
 
   // Loads the cubin into the device's primary context and checks the plan
@@ -82,6 +105,12 @@ class KernelRunner {
                                                                     const Options& options);
   [[nodiscard]] static StatusOr<std::unique_ptr<KernelRunner>> Load(const CachedKernel& kernel,
                                                                     const Problem& problem);
+  // A dispatch table: one cached kernel per bucket of problem.dispatch
+  // (CachedKernel::key.bucket), each loaded as Load does. Errors: as Load,
+  // for each entry; kInvalidArgument (an empty table, a problem without
+  // buckets, a bucket out of range or given twice).
+  [[nodiscard]] static StatusOr<std::unique_ptr<KernelRunner>> LoadTable(
+      std::span<const CachedKernel> table, const Problem& problem, const Options& options);
   ~KernelRunner();
   KernelRunner(const KernelRunner&) = delete;
   KernelRunner& operator=(const KernelRunner&) = delete;
@@ -102,11 +131,20 @@ class KernelRunner {
                               std::span<const DimValue> dims = {}, void* workspace = nullptr,
                               int64_t workspace_bytes = 0);
 
+  // The kernel a launch at `dims` runs. Errors: as Launch's for dims
+  // (kInvalidArgument, kFailedPrecondition).
+  [[nodiscard]] StatusOr<const CachedKernel*> KernelFor(std::span<const DimValue> dims = {}) const;
+
+  // The (first) kernel loaded.
   const CachedKernel& kernel() const;
 
  private:
-  explicit KernelRunner(std::unique_ptr<internal::KernelRunnerImpl> impl);
-  std::unique_ptr<internal::KernelRunnerImpl> impl_;
+  KernelRunner(std::vector<std::unique_ptr<internal::KernelRunnerImpl>> impls,
+               std::unique_ptr<internal::DispatchTable> table, bool allow_unchecked_dims);
+  StatusOr<internal::KernelRunnerImpl*> Select(std::span<const DimValue> dims) const;
+  std::vector<std::unique_ptr<internal::KernelRunnerImpl>> impls_;  // one per entry
+  std::unique_ptr<internal::DispatchTable> table_;
+  bool allow_unchecked_dims_ = false;
 };
 
 }  // namespace ksearch

@@ -18,7 +18,17 @@ using internal::Statement;
 constexpr const char kColumns[] =
     "problem_fingerprint, device_name, cc_major, cc_minor, driver_version, nvrtc_version, "
     "problem_name, arch, source, plan_json, compile_options_json, cubin, cubin_sha256, "
-    "evaluation_json, run_id, candidate_id, created_unix_ms";
+    "evaluation_json, run_id, candidate_id, created_unix_ms, bucket";
+
+// The WHERE clause of one entry's full key, bound by BindKey from ?1.
+constexpr const char kWhereKey[] =
+    " WHERE problem_fingerprint = ?1 AND device_name = ?2 AND cc_major = ?3 AND cc_minor = ?4 "
+    "AND driver_version = ?5 AND nvrtc_version = ?6 AND bucket = ?7";
+
+void BindKey(Statement& s, const KernelCacheKey& key) {
+  s.Bind(1, key.problem_fingerprint).Bind(2, key.device_name).Bind(3, key.cc_major);
+  s.Bind(4, key.cc_minor).Bind(5, key.driver_version).Bind(6, key.nvrtc_version).Bind(7, key.bucket);
+}
 
 KernelCacheKey ReadKey(const Statement& s) {
   KernelCacheKey key;
@@ -28,6 +38,7 @@ KernelCacheKey ReadKey(const Statement& s) {
   key.cc_minor = static_cast<int>(s.Int(3));
   key.driver_version = static_cast<int>(s.Int(4));
   key.nvrtc_version = s.Text(5);
+  key.bucket = static_cast<int>(s.Int(17));
   return key;
 }
 
@@ -58,6 +69,16 @@ StatusOr<CachedKernel> ReadEntry(const Database& db, const Statement& s) {
   return k;
 }
 
+// Every row `s` selects (kColumns), appended to *out.
+Status ReadEntries(const Database& db, Statement& s, std::vector<CachedKernel>* out) {
+  while (true) {
+    KSEARCH_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return Status::Ok();
+    KSEARCH_ASSIGN_OR_RETURN(CachedKernel k, ReadEntry(db, s));
+    out->push_back(std::move(k));
+  }
+}
+
 // What differs between a wanted key and a stored one, for people.
 std::string Differences(const KernelCacheKey& want, const KernelCacheKey& have) {
   std::string out;
@@ -73,6 +94,9 @@ std::string Differences(const KernelCacheKey& want, const KernelCacheKey& have) 
   }
   if (want.nvrtc_version != have.nvrtc_version) {
     add("NVRTC " + have.nvrtc_version + " (here: " + want.nvrtc_version + ")");
+  }
+  if (want.bucket != have.bucket) {
+    add("bucket " + std::to_string(have.bucket) + " (here: " + std::to_string(want.bucket) + ")");
   }
   return out;
 }
@@ -120,7 +144,8 @@ std::string KernelCacheKey::Arch() const {
 
 std::string KernelCacheKey::ToString() const {
   return problem_fingerprint.substr(0, 12) + " on " + device_name + " " + Arch() + ", driver " +
-         std::to_string(driver_version) + ", NVRTC " + nvrtc_version;
+         std::to_string(driver_version) + ", NVRTC " + nvrtc_version +
+         (bucket >= 0 ? ", bucket " + std::to_string(bucket) : "");
 }
 
 double CachedKernel::median_ms() const { return evaluation.timing ? evaluation.timing->median_ms : 0.0; }
@@ -147,12 +172,9 @@ StatusOr<CachedKernel> KernelCache::Lookup(const KernelCacheKey& key) {
   std::optional<CachedKernel> found;
   std::vector<KernelCacheKey> near;
   Status status = internal::StoreAccess::Impl(store_).Read([&](Database& db) -> Status {
-    KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
-        std::string("SELECT ") + kColumns +
-        " FROM kernel_cache WHERE problem_fingerprint = ?1 AND device_name = ?2 AND cc_major = ?3 "
-        "AND cc_minor = ?4 AND driver_version = ?5 AND nvrtc_version = ?6"));
-    s.Bind(1, key.problem_fingerprint).Bind(2, key.device_name).Bind(3, key.cc_major);
-    s.Bind(4, key.cc_minor).Bind(5, key.driver_version).Bind(6, key.nvrtc_version);
+    KSEARCH_ASSIGN_OR_RETURN(Statement s,
+                             db.Prepare(std::string("SELECT ") + kColumns + " FROM kernel_cache" + kWhereKey));
+    BindKey(s, key);
     KSEARCH_ASSIGN_OR_RETURN(bool row, s.Step());
     if (row) {
       KSEARCH_ASSIGN_OR_RETURN(CachedKernel k, ReadEntry(db, s));
@@ -192,11 +214,9 @@ StatusOr<bool> KernelCache::Put(const CachedKernel& kernel, bool replace) {
   Status status = internal::StoreAccess::Impl(store_).Write([&](Database& db) -> Status {
     const KernelCacheKey& key = kernel.key;
     if (!replace) {
-      KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
-          "SELECT median_ms FROM kernel_cache WHERE problem_fingerprint = ?1 AND device_name = ?2 "
-          "AND cc_major = ?3 AND cc_minor = ?4 AND driver_version = ?5 AND nvrtc_version = ?6"));
-      s.Bind(1, key.problem_fingerprint).Bind(2, key.device_name).Bind(3, key.cc_major);
-      s.Bind(4, key.cc_minor).Bind(5, key.driver_version).Bind(6, key.nvrtc_version);
+      KSEARCH_ASSIGN_OR_RETURN(Statement s,
+                               db.Prepare(std::string("SELECT median_ms FROM kernel_cache") + kWhereKey));
+      BindKey(s, key);
       KSEARCH_ASSIGN_OR_RETURN(bool row, s.Step());
       if (row) {
         std::optional<double> existing = s.OptionalDouble(0);
@@ -209,23 +229,45 @@ StatusOr<bool> KernelCache::Put(const CachedKernel& kernel, bool replace) {
         "INSERT OR REPLACE INTO kernel_cache (problem_fingerprint, device_name, cc_major, cc_minor, "
         "driver_version, nvrtc_version, problem_name, arch, source, plan_json, compile_options_json, "
         "cubin, cubin_sha256, median_ms, speedup, evaluation_json, run_id, candidate_id, "
-        "created_unix_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-        "?15, ?16, ?17, ?18, ?19)"));
-    s.Bind(1, key.problem_fingerprint).Bind(2, key.device_name).Bind(3, key.cc_major);
-    s.Bind(4, key.cc_minor).Bind(5, key.driver_version).Bind(6, key.nvrtc_version);
-    s.Bind(7, kernel.problem_name).Bind(8, kernel.arch.empty() ? key.Arch() : kernel.arch);
-    s.Bind(9, kernel.source).Bind(10, plan).Bind(11, options).BindBlob(12, kernel.cubin);
-    s.Bind(13, checksum);
-    s.Bind(14, kernel.median_ms() > 0 ? std::optional<double>(kernel.median_ms()) : std::nullopt);
-    s.Bind(15, kernel.speedup() > 0 ? std::optional<double>(kernel.speedup()) : std::nullopt);
-    s.Bind(16, evaluation).Bind(17, kernel.run_id).Bind(18, kernel.candidate_id);
-    s.Bind(19, kernel.created_unix_ms > 0 ? kernel.created_unix_ms : internal::NowUnixMs());
+        "created_unix_ms, bucket) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+        "?15, ?16, ?17, ?18, ?19, ?20, ?7)"));
+    BindKey(s, key);
+    s.Bind(8, kernel.problem_name).Bind(9, kernel.arch.empty() ? key.Arch() : kernel.arch);
+    s.Bind(10, kernel.source).Bind(11, plan).Bind(12, options).BindBlob(13, kernel.cubin);
+    s.Bind(14, checksum);
+    s.Bind(15, kernel.median_ms() > 0 ? std::optional<double>(kernel.median_ms()) : std::nullopt);
+    s.Bind(16, kernel.speedup() > 0 ? std::optional<double>(kernel.speedup()) : std::nullopt);
+    s.Bind(17, evaluation).Bind(18, kernel.run_id).Bind(19, kernel.candidate_id);
+    s.Bind(20, kernel.created_unix_ms > 0 ? kernel.created_unix_ms : internal::NowUnixMs());
     KSEARCH_RETURN_IF_ERROR(s.Run());
     stored = true;
     return Status::Ok();
   });
   if (!status.ok()) return status;
   return stored;
+}
+
+StatusOr<std::vector<CachedKernel>> KernelCache::LookupTable(const KernelCacheKey& key) {
+  std::vector<CachedKernel> out;
+  Status status = internal::StoreAccess::Impl(store_).Read([&](Database& db) -> Status {
+    KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
+        std::string("SELECT ") + kColumns +
+        " FROM kernel_cache WHERE problem_fingerprint = ?1 AND device_name = ?2 AND cc_major = ?3 "
+        "AND cc_minor = ?4 AND driver_version = ?5 AND nvrtc_version = ?6 AND bucket >= 0 "
+        "ORDER BY bucket"));
+    s.Bind(1, key.problem_fingerprint).Bind(2, key.device_name).Bind(3, key.cc_major);
+    s.Bind(4, key.cc_minor).Bind(5, key.driver_version).Bind(6, key.nvrtc_version);
+    return ReadEntries(db, s, &out);
+  });
+  if (!status.ok()) return status;
+  if (out.empty()) {
+    KernelCacheKey first = key;
+    first.bucket = 0;
+    auto missing = Lookup(first);  // its message names what the stored entries differ in
+    return NotFoundError("no dispatch table for " + key.ToString() + " in " + store_.path() +
+                         (missing.ok() ? std::string() : " (" + missing.status().message() + ")"));
+  }
+  return out;
 }
 
 StatusOr<std::vector<CachedKernel>> KernelCache::List(std::string_view problem_fingerprint) {
@@ -236,13 +278,7 @@ StatusOr<std::vector<CachedKernel>> KernelCache::List(std::string_view problem_f
     sql += " ORDER BY created_unix_ms DESC";
     KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(sql));
     if (!problem_fingerprint.empty()) s.Bind(1, problem_fingerprint);
-    while (true) {
-      KSEARCH_ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
-      KSEARCH_ASSIGN_OR_RETURN(CachedKernel k, ReadEntry(db, s));
-      out.push_back(std::move(k));
-    }
-    return Status::Ok();
+    return ReadEntries(db, s, &out);
   });
   if (!status.ok()) return status;
   return out;
@@ -250,11 +286,8 @@ StatusOr<std::vector<CachedKernel>> KernelCache::List(std::string_view problem_f
 
 Status KernelCache::Remove(const KernelCacheKey& key) {
   return internal::StoreAccess::Impl(store_).Write([&](Database& db) -> Status {
-    KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(
-        "DELETE FROM kernel_cache WHERE problem_fingerprint = ?1 AND device_name = ?2 AND "
-        "cc_major = ?3 AND cc_minor = ?4 AND driver_version = ?5 AND nvrtc_version = ?6"));
-    s.Bind(1, key.problem_fingerprint).Bind(2, key.device_name).Bind(3, key.cc_major);
-    s.Bind(4, key.cc_minor).Bind(5, key.driver_version).Bind(6, key.nvrtc_version);
+    KSEARCH_ASSIGN_OR_RETURN(Statement s, db.Prepare(std::string("DELETE FROM kernel_cache") + kWhereKey));
+    BindKey(s, key);
     return s.Run();
   });
 }
@@ -303,6 +336,30 @@ StatusOr<bool> KernelCache::PutBest(const Problem& problem, const DeviceInfo& de
   KSEARCH_ASSIGN_OR_RETURN(CachedKernel kernel, Build(problem, device, best));
   kernel.run_id = run_id;
   return Put(kernel);
+}
+
+StatusOr<int> KernelCache::PutTable(const Problem& problem, const DeviceInfo& device,
+                                    const std::vector<std::optional<HistoryEntry>>& best_per_bucket,
+                                    int64_t run_id) {
+  if (!problem.dispatch.enabled()) {
+    return InvalidArgumentError("KernelCache::PutTable: problem '" + problem.name +
+                                "' declares no dispatch buckets; use PutBest");
+  }
+  if (best_per_bucket.size() != problem.dispatch.bucket_count()) {
+    return InvalidArgumentError("KernelCache::PutTable: " + std::to_string(best_per_bucket.size()) +
+                                " entries for the " + std::to_string(problem.dispatch.bucket_count()) +
+                                " buckets of problem '" + problem.name + "'");
+  }
+  int stored = 0;
+  for (size_t b = 0; b < best_per_bucket.size(); ++b) {
+    if (!best_per_bucket[b]) continue;
+    KSEARCH_ASSIGN_OR_RETURN(CachedKernel kernel, Build(problem, device, *best_per_bucket[b]));
+    kernel.key.bucket = static_cast<int>(b);
+    kernel.run_id = run_id;
+    KSEARCH_ASSIGN_OR_RETURN(bool put, Put(kernel));
+    stored += put;
+  }
+  return stored;
 }
 
 }  // namespace ksearch

@@ -10,6 +10,7 @@
 #include "cuda/driver.h"
 #include "cuda/objects.h"
 #include "cuda/plan_executor.h"
+#include "store/dispatch_table.h"
 
 namespace ksearch {
 namespace internal {
@@ -44,6 +45,7 @@ class KernelRunnerImpl {
   CachedKernel kernel;
   Problem problem;
   KernelRunner::Options options;
+  std::vector<std::pair<std::string, int64_t>> first_checked;  // dims of its first checked case
   std::unique_ptr<CudaContext> ctx;  // destroyed last: owns the primary-context reference
   Module module;
   int64_t optin_shared_bytes = 0;
@@ -75,9 +77,11 @@ Status KernelRunnerImpl::Initialize() {
   KSEARCH_ASSIGN_OR_RETURN(module, Module::Load(ctx->api(), kernel.cubin));
   optin_shared_bytes = ctx->Attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   KSEARCH_ASSIGN_OR_RETURN(executor, PlanExecutor::Bind(ctx->api(), module, kernel.plan, plan));
-  // Validates the tuned shape against the kernels' limits now, not at the
+  // Validates a checked shape against the kernels' limits now, not at the
   // first launch.
-  KSEARCH_ASSIGN_OR_RETURN(auto shape, Resolve({}));
+  std::vector<DimValue> checked;
+  for (const auto& [name, value] : first_checked) checked.push_back(DimValue{name, value});
+  KSEARCH_ASSIGN_OR_RETURN(auto shape, Resolve(checked));
   (void)shape;
   return Status::Ok();
 }
@@ -178,7 +182,9 @@ Status KernelRunnerImpl::Launch(void* stream, std::span<const TensorPointer> ten
 
 }  // namespace internal
 
-KernelRunner::KernelRunner(std::unique_ptr<internal::KernelRunnerImpl> impl) : impl_(std::move(impl)) {}
+KernelRunner::KernelRunner(std::vector<std::unique_ptr<internal::KernelRunnerImpl>> impls,
+                           std::unique_ptr<internal::DispatchTable> table, bool allow_unchecked_dims)
+    : impls_(std::move(impls)), table_(std::move(table)), allow_unchecked_dims_(allow_unchecked_dims) {}
 KernelRunner::~KernelRunner() = default;
 
 StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Load(const CachedKernel& kernel, const Problem& problem) {
@@ -187,24 +193,55 @@ StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Load(const CachedKernel& k
 
 StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Load(const CachedKernel& kernel, const Problem& problem,
                                                            const Options& options) {
-  auto impl = std::make_unique<internal::KernelRunnerImpl>();
-  impl->kernel = kernel;
-  impl->problem = problem;
-  impl->options = options;
-  KSEARCH_RETURN_IF_ERROR(impl->Initialize());
-  return std::unique_ptr<KernelRunner>(new KernelRunner(std::move(impl)));
+  return LoadTable(std::span<const CachedKernel>(&kernel, 1), problem, options);
+}
+
+StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::LoadTable(std::span<const CachedKernel> table,
+                                                                const Problem& problem, const Options& options) {
+  std::vector<int> buckets;
+  for (const CachedKernel& k : table) buckets.push_back(k.key.bucket);
+  KSEARCH_ASSIGN_OR_RETURN(internal::DispatchTable dispatch, internal::DispatchTable::Create(problem, buckets));
+  std::vector<std::unique_ptr<internal::KernelRunnerImpl>> impls;
+  for (size_t i = 0; i < table.size(); ++i) {
+    auto impl = std::make_unique<internal::KernelRunnerImpl>();
+    impl->kernel = table[i];
+    impl->problem = problem;
+    impl->options = options;
+    impl->first_checked = dispatch.checked(i).front();
+    Status loaded = impl->Initialize();
+    if (!loaded.ok()) {
+      return table.size() == 1 ? loaded : loaded.WithContext("entry " + std::to_string(i) + " (bucket " +
+                                                             problem.dispatch.BucketName(table[i].key.bucket) + ")");
+    }
+    impls.push_back(std::move(impl));
+  }
+  return std::unique_ptr<KernelRunner>(
+      new KernelRunner(std::move(impls), std::make_unique<internal::DispatchTable>(std::move(dispatch)),
+                       options.allow_unchecked_dims));
+}
+
+StatusOr<internal::KernelRunnerImpl*> KernelRunner::Select(std::span<const DimValue> dims) const {
+  KSEARCH_ASSIGN_OR_RETURN(size_t entry, table_->Select(dims, allow_unchecked_dims_));
+  return impls_[entry].get();
 }
 
 StatusOr<int64_t> KernelRunner::WorkspaceBytes(std::span<const DimValue> dims) const {
-  KSEARCH_ASSIGN_OR_RETURN(auto shape, impl_->Resolve(dims));
+  KSEARCH_ASSIGN_OR_RETURN(internal::KernelRunnerImpl * impl, Select(dims));
+  KSEARCH_ASSIGN_OR_RETURN(auto shape, impl->Resolve(dims));
   return shape->workspace_bytes;
 }
 
 Status KernelRunner::Launch(void* stream, std::span<const TensorPointer> tensors, std::span<const DimValue> dims,
                             void* workspace, int64_t workspace_bytes) {
-  return impl_->Launch(stream, tensors, dims, workspace, workspace_bytes);
+  KSEARCH_ASSIGN_OR_RETURN(internal::KernelRunnerImpl * impl, Select(dims));
+  return impl->Launch(stream, tensors, dims, workspace, workspace_bytes);
 }
 
-const CachedKernel& KernelRunner::kernel() const { return impl_->kernel; }
+StatusOr<const CachedKernel*> KernelRunner::KernelFor(std::span<const DimValue> dims) const {
+  KSEARCH_ASSIGN_OR_RETURN(internal::KernelRunnerImpl * impl, Select(dims));
+  return &impl->kernel;
+}
+
+const CachedKernel& KernelRunner::kernel() const { return impls_.front()->kernel; }
 
 }  // namespace ksearch

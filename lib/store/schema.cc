@@ -140,7 +140,41 @@ constexpr const char kSchemaV3[] = R"sql(
 ALTER TABLE runs ADD COLUMN best_candidate_id TEXT NOT NULL DEFAULT '';
 )sql";
 
-constexpr const char* kMigrations[] = {kSchemaV1, kSchemaV2, kSchemaV3};
+// Version 4: dispatch tables. A problem with dispatch buckets keeps one
+// entry per bucket; `bucket` is -1 for an entry that serves the whole
+// problem (every entry before this version). SQLite cannot change a primary
+// key in place: the table is rebuilt with its rows.
+constexpr const char kSchemaV4[] = R"sql(
+CREATE TABLE kernel_cache_v4 (
+  problem_fingerprint TEXT NOT NULL,
+  device_name TEXT NOT NULL,
+  cc_major INTEGER NOT NULL,
+  cc_minor INTEGER NOT NULL,
+  driver_version INTEGER NOT NULL,
+  nvrtc_version TEXT NOT NULL,
+  problem_name TEXT NOT NULL,
+  arch TEXT NOT NULL,
+  source TEXT NOT NULL,
+  plan_json TEXT NOT NULL,
+  compile_options_json TEXT NOT NULL,
+  cubin BLOB NOT NULL,
+  cubin_sha256 TEXT NOT NULL,
+  median_ms REAL,
+  speedup REAL,
+  evaluation_json TEXT NOT NULL,
+  run_id INTEGER NOT NULL,
+  candidate_id TEXT NOT NULL,
+  created_unix_ms INTEGER NOT NULL,
+  bucket INTEGER NOT NULL DEFAULT -1,
+  PRIMARY KEY (problem_fingerprint, device_name, cc_major, cc_minor, driver_version, nvrtc_version,
+               bucket)
+);
+INSERT INTO kernel_cache_v4 SELECT *, -1 FROM kernel_cache;
+DROP TABLE kernel_cache;
+ALTER TABLE kernel_cache_v4 RENAME TO kernel_cache;
+)sql";
+
+constexpr const char* kMigrations[] = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
 
 }  // namespace
 

@@ -61,7 +61,7 @@ std::string GemmProblemJson(const std::string& shapes, const std::string& input_
 
 constexpr char kCases[] = R"j([
     {"name": "prefill", "dims": {"M": 4096}, "weight": 1},
-    {"name": "decode", "dims": {"M": 8}, "weight": 3},
+    {"name": "decode", "dims": {"M": 16}, "weight": 3},
     {"name": "odd", "dims": {"M": 17}, "timed": false}])j";
 
 EvaluatorOptions FastOptions() { return testing::FastGpuOptions(11); }
@@ -99,7 +99,7 @@ TEST_F(GpuShapeSet, AKernelRightAtTheTunedShapeButWrongAtAnOddOneFails) {
   EXPECT_EQ(e.status, EvalStatus::kWrongResult) << e.Report();
   EXPECT_NE(e.message.find("at case 'odd' (M=17 N=64 K=64)"), std::string::npos) << e.message;
   ASSERT_EQ(e.cases.size(), 3u);
-  // Right where it was tuned (4096 and 8 are multiples of its tile) ...
+  // Right where it was tuned (4096 and 16 are multiples of its tile) ...
   EXPECT_EQ(e.cases[0].status, EvalStatus::kOk) << e.cases[0].message;
   EXPECT_EQ(e.cases[1].status, EvalStatus::kOk) << e.cases[1].message;
   // ... wrong at 17.
@@ -143,7 +143,7 @@ TEST_F(GpuShapeSet, ReportsEachCaseAndTheWeightedObjective) {
   }
   EXPECT_EQ(e.cases[0].dims, (std::vector<std::pair<std::string, int64_t>>{{"M", 4096}, {"N", 64}, {"K", 64}}));
   EXPECT_EQ(e.cases[1].weight, 3.0);
-  // The prefill case does 512 times the work of decode: its floor is higher.
+  // The prefill case does 256 times the work of decode: its floor is higher.
   EXPECT_GT(e.cases[0].floor_ms, e.cases[1].floor_ms);
   const CaseResult& odd = e.cases[2];
   EXPECT_EQ(odd.status, EvalStatus::kOk) << odd.message;

@@ -33,14 +33,7 @@ std::string Contents(const std::string& path) {
   return text.ok() ? *text : std::string("<unreadable>");
 }
 
-void Sql(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* error = nullptr;
-  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK) << (error ? error : "");
-  sqlite3_free(error);
-  sqlite3_close(db);
-}
+void Sql(const std::string& path, const std::string& sql) { testing::ExecSql(path, sql); }
 
 // A database with one run and a few evaluations, closed (so the WAL is
 // checkpointed into the main file).

@@ -12,6 +12,8 @@
 namespace ksearch {
 namespace {
 
+using testing::BucketedSoftmax;
+using testing::ExecSql;
 using testing::FakeDevice;
 using testing::RowSoftmaxProblem;
 using testing::TempDir;
@@ -164,6 +166,85 @@ TEST(KernelCache, BuildCompilesTheJudgedKernelDeterministically) {
 
   judged.evaluation.status = EvalStatus::kWrongResult;
   EXPECT_EQ(cache->Build(problem, FakeDevice(), judged).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(KernelCache, StoresADispatchTableOneEntryPerBucket) {
+  TempDir dir;
+  auto cache = OpenCache(dir.path() + "/cache.db");
+  Problem problem = BucketedSoftmax();
+  CachedKernel small = Entry(problem, 0.2), large = Entry(problem, 0.9), whole = Entry(problem, 0.5);
+  small.key.bucket = 0;
+  large.key.bucket = 1;
+  ASSERT_TRUE(cache->Put(large).value_or(false));
+  ASSERT_TRUE(cache->Put(small).value_or(false));
+  ASSERT_TRUE(cache->Put(whole).value_or(false)) << "the whole-problem entry is a key of its own";
+  auto table = cache->LookupTable(whole.key);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  ASSERT_EQ(table->size(), 2u);
+  EXPECT_EQ((*table)[0].key.bucket, 0);
+  EXPECT_EQ((*table)[0].candidate_id, small.candidate_id);
+  EXPECT_EQ((*table)[1].key.bucket, 1);
+  EXPECT_DOUBLE_EQ(cache->Lookup(whole.key)->median_ms(), 0.5);
+  EXPECT_DOUBLE_EQ(cache->Lookup(large.key)->median_ms(), 0.9);
+  // The faster kernel wins per bucket, not across buckets.
+  CachedKernel slower_small = Entry(problem, 0.4);
+  slower_small.key.bucket = 0;
+  EXPECT_FALSE(cache->Put(slower_small).value_or(true));
+  KernelCacheKey missing = small.key;
+  missing.bucket = 2;
+  auto none = cache->Lookup(missing);
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(none.status().message().find("bucket 2"), std::string::npos) << none.status().message();
+  ASSERT_TRUE(cache->Remove(small.key).ok());
+  EXPECT_EQ(cache->LookupTable(whole.key)->size(), 1u);
+  KernelCacheKey other = whole.key;
+  other.driver_version = 12080;
+  auto elsewhere = cache->LookupTable(other);
+  EXPECT_EQ(elsewhere.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(elsewhere.status().message().find("no dispatch table"), std::string::npos)
+      << elsewhere.status().message();
+}
+
+TEST(KernelCache, PutTableNeedsOneEntryPerBucket) {
+  TempDir dir;
+  auto cache = OpenCache(dir.path() + "/cache.db");
+  Problem plain = RowSoftmaxProblem(64, 256);
+  auto no_buckets = cache->PutTable(plain, FakeDevice(), {std::nullopt});
+  EXPECT_EQ(no_buckets.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_buckets.status().message().find("declares no dispatch buckets"), std::string::npos);
+  auto wrong_size = cache->PutTable(BucketedSoftmax(), FakeDevice(), {std::nullopt});
+  EXPECT_NE(wrong_size.status().message().find("1 entries for the 2 buckets"), std::string::npos)
+      << wrong_size.status().message();
+  EXPECT_EQ(cache->PutTable(BucketedSoftmax(), FakeDevice(), {std::nullopt, std::nullopt}).value_or(-1), 0);
+}
+
+// A database of schema version 3 (before dispatch tables) opens, and its
+// entries serve the whole problem.
+TEST(KernelCache, MigratesEntriesOfAnOlderDatabase) {
+  TempDir dir;
+  const std::string path = dir.path() + "/cache.db";
+  Problem problem = RowSoftmaxProblem(64, 256);
+  CachedKernel k = Entry(problem, 0.5);
+  {
+    auto cache = OpenCache(path);
+    ASSERT_TRUE(cache->Put(k).value_or(false));
+  }
+  // Back to version 3's table: the same columns without the bucket.
+  ExecSql(path, R"sql(
+    CREATE TABLE old AS SELECT problem_fingerprint, device_name, cc_major, cc_minor, driver_version,
+      nvrtc_version, problem_name, arch, source, plan_json, compile_options_json, cubin, cubin_sha256,
+      median_ms, speedup, evaluation_json, run_id, candidate_id, created_unix_ms FROM kernel_cache;
+    DROP TABLE kernel_cache;
+    ALTER TABLE old RENAME TO kernel_cache;
+    PRAGMA user_version = 3;)sql");
+  auto cache = OpenCache(path);
+  auto found = cache->Lookup(k.key);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(found->key.bucket, -1);
+  EXPECT_EQ(found->cubin, k.cubin);
+  CachedKernel bucketed = Entry(BucketedSoftmax(), 0.1);
+  bucketed.key.bucket = 1;
+  EXPECT_TRUE(cache->Put(bucketed).value_or(false));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // KernelRunner on a GPU: a cached kernel launched on the caller's stream with
-// the caller's pointers computes the right answer, at the tuned dims and at
-// others; keys that do not match are refused; and the exported header runs.
+// the caller's pointers computes the right answer, at the tuned dims and (when
+// the caller opts out of the check) at others; keys that do not match are
+// refused; a bucketed tune's dispatch table runs each bucket's kernel; and the
+// exported header runs.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -10,6 +12,7 @@
 #include "cuda/objects.h"
 #include "ksearch/kernel_cache.h"
 #include "ksearch/kernel_runner.h"
+#include "ksearch/ksearch.h"
 #include "ksearch/store.h"
 #include "test_util.h"
 
@@ -92,9 +95,19 @@ TEST_F(KernelRunnerTest, LaunchesTheCachedKernelOnTheCallersStream) {
   auto runner = KernelRunner::Load(*kernel, problem_);
   ASSERT_TRUE(runner.ok()) << runner.status().ToString();
   CheckLaunch(**runner, 64, {});
-  // Another batch size: the plan's grid follows the dims.
-  CheckLaunch(**runner, 200, {{"rows", 200}});
   EXPECT_EQ(*(*runner)->WorkspaceBytes(), 0);
+  // Another batch size was never checked by the search: refused ...
+  TensorPointer none[] = {{"x", nullptr}, {"y", nullptr}};
+  DimValue other[] = {{"rows", 200}};
+  Status refused = (*runner)->Launch(nullptr, none, other);
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("dim rows = 200 was not checked"), std::string::npos) << refused.ToString();
+  // ... unless the caller opts out; the plan's grid follows the dims.
+  KernelRunner::Options unchecked;
+  unchecked.allow_unchecked_dims = true;
+  auto loose = KernelRunner::Load(*kernel, problem_, unchecked);
+  ASSERT_TRUE(loose.ok()) << loose.status().ToString();
+  CheckLaunch(**loose, 200, {{"rows", 200}});
 }
 
 TEST_F(KernelRunnerTest, RefusesMissingTensorsAndUnknownNames) {
@@ -212,6 +225,146 @@ int main() {
   int status = ::pclose(pipe);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << ": " << output;
   EXPECT_NE(output.find("ok"), std::string::npos) << output;
+}
+
+// C[M][N] = A[M][K] · B[K][N] with BY rows of 16 threads per block: the
+// template a bucketed tune walks. `acc` is the type of the sum.
+std::string TiledGemm(const char* name, const char* acc) {
+  return "#ifndef BY\n#define BY 16\n#endif\nextern \"C\" __global__ void " + std::string(name) +
+         "(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, "
+         "int K) {\n  int row = blockIdx.y * BY + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;\n"
+         "  if (row >= M || col >= N) return;\n  " + acc + " sum = 0;\n"
+         "  for (int k = 0; k < K; ++k) sum += (" + acc + ")A[(long long)row * K + k] * (" + acc +
+         ")B[(long long)k * N + col];\n  C[(long long)row * N + col] = (float)sum;\n}\n";
+}
+
+LaunchPlan TiledPlan(const char* kernel, int64_t by) {
+  LaunchPlan plan;
+  plan.params = {{"BY", by}};
+  LaunchSpec l;
+  l.kernel = kernel;
+  l.grid = {"ceil_div(N, 16)", "ceil_div(M, BY)", "1"};
+  l.block = {"16", "BY", "1"};
+  l.args = {"A", "B", "C", "M:i32", "N:i32", "K:i32"};
+  plan.launches = {l};
+  return plan;
+}
+
+// A small GEMM judged at M = 8 (weight 3), 17 (check-only) and 1024, with
+// dispatch buckets M <= 16 and M > 16, and a template over BY.
+Problem BucketedGemm() {
+  Problem p;
+  p.name = "bucketed_gemm";
+  p.description = "C = A B";
+  p.dims = {{"M", 1024}, {"N", 64}, {"K", 64}};
+  p.tensors = {TensorSpec{"A", DType::kF32, {"M", "K"}, TensorRole::kInput},
+               TensorSpec{"B", DType::kF32, {"K", "N"}, TensorRole::kInput},
+               TensorSpec{"C", DType::kF32, {"M", "N"}, TensorRole::kOutput}};
+  p.input_sets = DefaultInputSets();
+  p.input_sets[2] = InputSet{"offset", Distribution::Normal(1, 1), {}};
+  p.flops = "2 * M * N * K";
+  p.bytes = "4 * (M * K + K * N + M * N)";
+  p.reference = KernelSpec{"", TiledGemm("gemm_ref", "double"), TiledPlan("gemm_ref", 16)};
+  p.reference_fp32 = KernelSpec{"", TiledGemm("gemm_fp32", "float"), TiledPlan("gemm_fp32", 16)};
+  p.start = p.reference_fp32;
+  TemplateSpec t;
+  t.name = "tiled";
+  t.kernel = KernelSpec{"", "// template\n" + TiledGemm("gemm_tiled", "float"), TiledPlan("gemm_tiled", 16)};
+  t.space = {{"BY", {1, 2, 4, 8, 16}}};
+  p.templates = {t};
+  p.shapes = {ShapeCase{"decode", {{"M", 8}}, 3.0, true}, ShapeCase{"odd", {{"M", 17}}, 1.0, false},
+              ShapeCase{"prefill", {{"M", 1024}}, 1.0, true}};
+  p.dispatch = DispatchSpec{"M", {16}};
+  return p;
+}
+
+// A bucketed tune stores a table; the runner launches each bucket's kernel
+// and refuses what was not checked.
+TEST(KernelRunnerDispatch, RunsTheKernelOfEachBucketFromATunedTable) {
+  KSEARCH_REQUIRE_GPU();
+  Problem problem = BucketedGemm();
+  ASSERT_TRUE(problem.Validate().ok()) << problem.Validate().ToString();
+  EvaluatorOptions eval = testing::FastGpuOptions(5);
+  auto evaluator = CreateLocalEvaluator(problem, eval);
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
+  SearchOptions options;
+  options.budget.max_rounds = 2;
+  ParameterTuneOptions tune;
+  tune.method = TuneMethod::kRandom;
+  tune.batch_size = 3;
+  SearchContext context;
+  context.problem = &problem;
+  context.evaluator = evaluator->get();
+  auto summary = MakeParameterTuneSearch(options, tune)->Run(context);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  std::printf("%s\n", summary->FullReport().c_str());
+  ASSERT_EQ(summary->best_per_bucket.size(), 2u);
+  ASSERT_TRUE(summary->best_per_bucket[0] && summary->best_per_bucket[1]) << summary->FullReport();
+  TempDir dir;
+  auto store = Store::Open(dir.path() + "/k.db");
+  ASSERT_TRUE(store.ok());
+  KernelCache cache(**store);
+  auto stored = cache.PutTable(problem, (*evaluator)->device(), summary->best_per_bucket);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(*stored, 2);
+  auto key = KernelCacheKey::ForDevice(problem, 0);
+  ASSERT_TRUE(key.ok()) << key.status().ToString();
+  auto table = cache.LookupTable(*key);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  ASSERT_EQ(table->size(), 2u);
+  // Each entry's figures are its bucket's: decode's time for bucket 0; odd
+  // (M = 17) and prefill for bucket 1.
+  ASSERT_EQ((*table)[0].evaluation.cases.size(), 1u);
+  EXPECT_EQ((*table)[0].evaluation.cases[0].name, "decode");
+  EXPECT_DOUBLE_EQ((*table)[0].median_ms(), (*table)[0].evaluation.cases[0].median_ms);
+  ASSERT_EQ((*table)[1].evaluation.cases.size(), 2u);
+  EXPECT_EQ((*table)[1].evaluation.cases[0].name, "odd");
+  auto runner = KernelRunner::LoadTable(*table, problem, KernelRunner::Options());
+  ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+
+  auto ctx = CudaContext::Create(0);
+  ASSERT_TRUE(ctx.ok());
+  const internal::DriverApi& api = (*ctx)->api();
+  ASSERT_TRUE((*ctx)->MakeCurrent().ok());
+  const int N = 64, K = 64;
+  for (int M : {8, 5, 17, 300, 1024}) {
+    SCOPED_TRACE("M = " + std::to_string(M));
+    DimValue dims[] = {{"M", M}};
+    auto chosen = (*runner)->KernelFor(dims);
+    ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+    EXPECT_EQ((*chosen)->key.bucket, M <= 16 ? 0 : 1);
+    std::vector<float> a(static_cast<size_t>(M) * K), b(static_cast<size_t>(K) * N), c(static_cast<size_t>(M) * N);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.1f * static_cast<float>(i));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.3f * static_cast<float>(i));
+    auto da = DeviceBuffer::Allocate(api, static_cast<int64_t>(a.size() * 4));
+    auto db = DeviceBuffer::Allocate(api, static_cast<int64_t>(b.size() * 4));
+    auto dc = DeviceBuffer::Allocate(api, static_cast<int64_t>(c.size() * 4));
+    auto stream = Stream::Create(api);
+    ASSERT_TRUE(da.ok() && db.ok() && dc.ok() && stream.ok());
+    ASSERT_EQ(api.cuMemcpyHtoD(da->ptr(), a.data(), a.size() * 4), CUDA_SUCCESS);
+    ASSERT_EQ(api.cuMemcpyHtoD(db->ptr(), b.data(), b.size() * 4), CUDA_SUCCESS);
+    ASSERT_EQ(api.cuMemsetD32Async(dc->ptr(), 0x7fbadbad, c.size(), stream->get()), CUDA_SUCCESS);
+    TensorPointer tensors[] = {{"A", reinterpret_cast<void*>(da->ptr())},
+                               {"B", reinterpret_cast<void*>(db->ptr())},
+                               {"C", reinterpret_cast<void*>(dc->ptr())}};
+    Status launched = (*runner)->Launch(stream->get(), tensors, dims);
+    ASSERT_TRUE(launched.ok()) << launched.ToString();
+    ASSERT_EQ(api.cuStreamSynchronize(stream->get()), CUDA_SUCCESS);
+    ASSERT_EQ(api.cuMemcpyDtoH(c.data(), dc->ptr(), c.size() * 4), CUDA_SUCCESS);
+    for (int r = 0; r < M; ++r) {
+      for (int col = 0; col < N; ++col) {
+        double want = 0;
+        for (int k = 0; k < K; ++k) want += static_cast<double>(a[r * K + k]) * b[k * N + col];
+        ASSERT_NEAR(c[r * N + col], want, 1e-4 * (1 + std::fabs(want))) << "at row " << r << ", column " << col;
+      }
+    }
+  }
+  // N was only checked at 64.
+  DimValue wide[] = {{"M", 8}, {"N", 128}};
+  TensorPointer none[] = {{"A", nullptr}, {"B", nullptr}, {"C", nullptr}};
+  Status refused = (*runner)->Launch(nullptr, none, wide);
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("dim N = 128 was not checked"), std::string::npos) << refused.ToString();
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #define KSEARCH_TESTS_STORE_STORE_TEST_UTIL_H_
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -46,6 +48,29 @@ inline std::vector<std::string> ReadLines(const std::string& path) {
     if (!line.empty()) lines.push_back(line);
   }
   return lines;
+}
+
+// Runs `sql` on the SQLite file at `path` (to build old or damaged
+// databases by hand; the test links SQLite).
+inline void ExecSql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK) << (error ? error : "");
+  sqlite3_free(error);
+  sqlite3_close(db);
+}
+
+// Row softmax judged at rows 4 (weight 3), 7 (check-only) and 64, cols 256,
+// with dispatch buckets rows <= 16 and rows > 16.
+inline Problem BucketedSoftmax() {
+  Problem problem = RowSoftmaxProblem(64, 256);
+  problem.shapes = {ShapeCase{"decode", {{"rows", 4}}, 3.0, true},
+                    ShapeCase{"odd", {{"rows", 7}}, 1.0, false},
+                    ShapeCase{"prefill", {{"rows", 64}}, 1.0, true}};
+  problem.dispatch = DispatchSpec{"rows", {16}};
+  EXPECT_TRUE(problem.Validate().ok()) << problem.Validate().ToString();
+  return problem;
 }
 
 inline DeviceInfo FakeDevice() {

@@ -805,6 +805,18 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
                 << evaluator.device().name << "\n";
     }
   }
+  // A problem with dispatch buckets: the per-bucket bests form the table
+  // KernelRunner::LoadTable dispatches by.
+  if (store && !summary->best_per_bucket.empty() && !args.compile_only) {
+    KernelCache cache(*store);
+    auto put = cache.PutTable(problem, evaluator.device(), summary->best_per_bucket, session->run_id());
+    if (!put.ok()) {
+      std::cerr << "ksearch: note: the dispatch table was not cached: " << put.status().message() << "\n";
+    } else if (!args.json) {
+      std::cerr << "ksearch: " << *put << " of " << summary->best_per_bucket.size()
+                << " bucket entries of the dispatch table of " << problem.name << " updated\n";
+    }
+  }
   std::vector<LlmExchange> exchanges;
   const bool any_llm = idea_llm.active() != nullptr || branch_llm.active() != nullptr;
   if (store && any_llm) {
