@@ -141,7 +141,8 @@ std::string CaseResultsReport(const std::vector<CaseResult>& cases) {
     }
     out += "  case " + c.name + " (" + dims + (c.timed ? "" : ", check-only") + "): " +
            std::string(ToString(c.status)) + figures +
-           (c.status == EvalStatus::kOk ? "" : " — " + c.message) + "\n";
+           (c.status == EvalStatus::kOk || c.status == EvalStatus::kCompiled ? "" : " — " + c.message) +
+           "\n";
   }
   return out;
 }

@@ -52,6 +52,22 @@ void PrintProblem(const Problem& p) {
   std::cout << "  dims:     ";
   for (const auto& [k, v] : p.dims) std::cout << " " << k << "=" << v;
   std::cout << "\n";
+  // Shape cases (dims that differ from the problem's) and dispatch buckets.
+  for (size_t c = 0; c < p.shapes.size(); ++c) {
+    const ShapeCase& sc = p.shapes[c];
+    std::cout << "  case:      " << sc.name;
+    for (const auto& [k, v] : sc.dims) std::cout << " " << k << "=" << v;
+    if (sc.timed) {
+      std::cout << " (weight " << sc.weight << ")\n";
+    } else {
+      std::cout << " (check-only)\n";
+    }
+  }
+  if (p.dispatch.enabled()) {
+    std::cout << "  buckets:  ";
+    for (size_t b = 0; b < p.dispatch.bucket_count(); ++b) std::cout << " " << p.dispatch.BucketName(b);
+    std::cout << "\n";
+  }
   for (const TensorSpec& t : p.tensors) {
     std::cout << "  " << (t.role == TensorRole::kInput ? "input:     " : "output:    ") << t.name
               << " " << ToString(t.dtype) << "[" << Shape(p, t) << "]\n";
