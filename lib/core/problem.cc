@@ -553,6 +553,17 @@ Status ValidateShapes(const Problem& p) {
     }
     return Status::Ok();
   }
+  // Each case is validated, calibrated and judged on its own: a cap keeps a
+  // problem from asking for unbounded work before any candidate runs.
+  constexpr size_t kMaxCases = 64;
+  if (p.shapes.size() > kMaxCases) {
+    return InvalidArgumentError("shapes: " + std::to_string(p.shapes.size()) + " cases (at most " +
+                                std::to_string(kMaxCases) + ")");
+  }
+  if (p.dispatch.upper_bounds.size() + 1 > kMaxCases) {
+    return InvalidArgumentError("dispatch.buckets: " + std::to_string(p.dispatch.upper_bounds.size()) +
+                                " bounds (at most " + std::to_string(kMaxCases - 1) + ")");
+  }
   std::string dim_names;
   for (const auto& [name, value] : p.dims) dim_names += (dim_names.empty() ? "" : ", ") + name;
   bool any_timed = false;

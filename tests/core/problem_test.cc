@@ -275,6 +275,13 @@ TEST(ShapeSets, ErrorsNameTheFieldAndTheValue) {
       {R"j([{"name": "decode", "dims": {"rows": 8}}, {"name": "odd", "dims": {"rows": 4096}, "timed": false}])j",
        R"j({"dim": "rows", "buckets": [16]})j", "dispatch.buckets: bucket rows>16 holds no timed shape case"},
   };
+  std::string many = "[";
+  for (int i = 0; i < 65; ++i) {
+    many += std::string(i ? ", " : "") + "{\"name\": \"c" + std::to_string(i) + "\", \"dims\": {\"rows\": " +
+            std::to_string(i + 1) + "}}";
+  }
+  many += "]";
+  EXPECT_NE(LoadError(WithShapes(many)).find("shapes: 65 cases (at most 64)"), std::string::npos);
   for (const Case& c : cases) {
     std::string message = LoadError(WithShapes(c.shapes, c.dispatch));
     EXPECT_NE(message.find(c.message), std::string::npos) << c.shapes << "\n" << message;
