@@ -86,6 +86,17 @@ std::vector<Evaluation> ShapeSetEvaluator::EvaluateWith(std::span<const Candidat
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t n = candidates.size();
   std::vector<Evaluation> out(n);
+  // A case whose judge broke (a hung kernel may still run on the device)
+  // must not be followed by another case's GPU work.
+  if (Status h = health(); !h.ok()) {
+    for (size_t i = 0; i < n; ++i) {
+      out[i].candidate_id = candidates[i].id;
+      out[i].content_hash = candidates[i].ContentHash();
+      out[i].status = EvalStatus::kCancelled;
+      out[i].message = "not judged: " + h.message();
+    }
+    return out;
+  }
   // One compile serves every case: dims are launch arguments, not defines.
   std::vector<double> wall(n, 0.0);
   std::vector<StatusOr<CompileResult>> compiled;
@@ -133,13 +144,14 @@ std::vector<Evaluation> ShapeSetEvaluator::EvaluateWith(std::span<const Candidat
         static_cast<void>(evaluators_[other]->RebuildDevice());
       }
     }
+    const bool broken = !evaluators_[c]->health().ok();
     for (size_t k = 0; k < pending.size(); ++k) {
       size_t i = pending[k];
       at[i][c] = std::move(results[k]);
       judged[i][c] = true;
       EvalStatus s = at[i][c].status;
-      if (s != EvalStatus::kOk && s != EvalStatus::kCompiled &&
-          (!problem_.dispatch.enabled() || EndsJudging(s))) {
+      if (broken || (s != EvalStatus::kOk && s != EvalStatus::kCompiled &&
+                     (!problem_.dispatch.enabled() || EndsJudging(s)))) {
         stopped[i] = true;
       }
     }
@@ -239,6 +251,14 @@ Evaluation ShapeSetEvaluator::Combine(const std::vector<const Evaluation*>& at_c
     e.message = "at case '" + cases_[failed_case].name + "' (" + DimsText(problem_.CaseDims(failed_case)) +
                 "): " + failed->message;
     e.mismatch = failed->mismatch;
+    return e;
+  }
+  for (size_t c = 0; c < cases_.size(); ++c) {
+    if (at_case[c]) continue;
+    // Right where it was judged, but not judged everywhere (the judge broke).
+    Status h = health();
+    e.status = EvalStatus::kCancelled;
+    e.message = "not judged at case '" + cases_[c].name + "'" + (h.ok() ? "" : ": " + h.message());
     return e;
   }
   e.status = first->status;  // kOk, or kCompiled for a compile-only judge
