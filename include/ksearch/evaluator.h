@@ -130,7 +130,9 @@ class Evaluator {
   virtual Status health() const { return Status::Ok(); }
 };
 
-// Creates the in-process evaluator. Errors: kFailedPrecondition when no CUDA
+// Creates the in-process evaluator. For a problem with shape cases
+// (Problem::shapes) it judges every candidate at each case, each calibrated
+// at its own dims (docs/evaluation.md, "Shape sets"). Errors: kFailedPrecondition when no CUDA
 // driver or no device is present (message says so in one line, e.g. "no CUDA
 // driver found (libcuda.so.1: cannot open shared object file)"), kInvalidArgument
 // for a bad problem or options, kInternal when the reference itself fails.

@@ -4,8 +4,10 @@
 // inputs are drawn from, a trusted reference kernel (accumulating in fp64 where
 // sums are long) and its plain-fp32 twin (used to measure the strict tolerance),
 // a starting kernel, optional tunable templates, an optional library baseline,
-// the flops and bytes of the op for the roofline, and the text a language model
-// is shown. It is plain data: it round-trips through JSON (docs/problems.md), so
+// the flops and bytes of the op for the roofline, the text a language model
+// is shown and, optionally, the shape cases it is judged at and the dispatch
+// buckets a search keeps a kernel for (ShapeCase, DispatchSpec). It is plain
+// data: it round-trips through JSON (docs/problems.md), so
 // a remote worker can rebuild it from the text alone.
 //
 // Loading:
