@@ -88,13 +88,19 @@ struct TemplateSpec {
 };
 
 // A vendor library the candidate is also timed against, run in-process through
-// dlopen. Known names: "cublas_sgemm" (TF32 off), "cudnn_conv_fwd" (fp32, TF32
-// off), "cudnn_conv_relu_maxpool". An empty name means the reference kernel is
-// the baseline.
+// dlopen, and how it binds to this problem's tensors and dims. Known names:
+// "cublas_sgemm" (fp32, TF32 off), "cublaslt_gemm" (bf16/f16 with fp32
+// accumulation), "cudnn_conv_fwd" (fp32; optionally fused with ReLU and
+// followed by max pooling). An empty name means the fp32 twin (or the
+// reference) is the baseline. docs/problems.md "The baseline" lists each
+// library's settings.
 struct BaselineSpec {
   std::string library;
-  // Library-specific integer settings (stride, padding, …), in order.
-  std::vector<std::pair<std::string, int64_t>> settings;
+  // Setting → value, in order: a tensor name ("a": "A"), an integer or an
+  // expression over the dims ("m": "M", "padding": "2"), or a word
+  // ("activation": "relu"). Checked against the library when the problem is
+  // validated.
+  std::vector<std::pair<std::string, std::string>> settings;
 
   friend bool operator==(const BaselineSpec&, const BaselineSpec&) = default;
 };

@@ -1,7 +1,9 @@
 // Vendor-library baselines (what PyTorch itself calls), loaded with dlopen so
-// that ksearch neither links nor requires them: cuBLAS SGEMM with TF32 off for
-// matmul; cuDNN fp32 forward convolution (FMA math, no TF32) for conv2d, plus
-// ReLU and max pooling for conv2d_relu_maxpool.
+// that ksearch neither links nor requires them: cuBLAS SGEMM with TF32 off;
+// cuBLASLt bf16/fp16 GEMM with fp32 accumulation; cuDNN fp32 forward
+// convolution (FMA math, no TF32) + bias, fused with ReLU, then max pooling,
+// as the problem's settings ask. Each binds to the problem's tensors and dims
+// through problem.baseline.settings (core/baseline_settings.h), never by name.
 //
 // Thread safety: one object per evaluator, used from its thread only.
 #ifndef KSEARCH_BASELINES_LIBRARY_BASELINE_H_
@@ -24,7 +26,7 @@ class LibraryBaseline {
   // Enqueues the op on `stream`. `tensors` are device pointers indexed like
   // Problem::tensors. Errors name the library call.
   virtual Status Run(CUstream stream, const std::vector<CUdeviceptr>& tensors) = 0;
-  // "cublas_sgemm", …
+  // The library's name as the problem gives it ("cublas_sgemm", …).
   virtual std::string name() const = 0;
   // "cuBLAS 13.0.0" or "cuDNN 9.14.0", for reports.
   virtual std::string version() const = 0;
@@ -32,9 +34,10 @@ class LibraryBaseline {
 
 // Creates the baseline the problem names (problem.baseline.library), for the
 // device whose primary context is current. Errors: kNotFound when the library
-// cannot be loaded (the message names it), kInvalidArgument when the problem's
-// tensors or dims do not have the shape the baseline expects, kUnimplemented
-// for an unknown name. The caller then falls back to the reference kernel.
+// cannot be loaded (the message names it), kInvalidArgument when the settings
+// do not bind (BindBaseline, CheckBaselineShapes), kInternal when a library
+// call fails (named), kUnimplemented for an unknown name. The caller then
+// falls back to the fp32 twin.
 StatusOr<std::unique_ptr<LibraryBaseline>> CreateLibraryBaseline(const Problem& problem);
 
 }  // namespace ksearch::internal

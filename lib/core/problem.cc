@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <dirent.h>
 
+#include "core/baseline_settings.h"
 #include "core/file_util.h"
 #include "core/hash.h"
 #include "core/json_util.h"
@@ -428,18 +429,20 @@ StatusOr<Problem> ParseProblem(const JsonNode& root, std::string_view directory)
     KSEARCH_RETURN_IF_ERROR(baseline->CheckKeys({"library", "settings"}));
     KSEARCH_ASSIGN_OR_RETURN(JsonNode library, baseline->Required("library"));
     KSEARCH_ASSIGN_OR_RETURN(p.baseline.library, library.String());
-    static constexpr std::string_view kKnown[] = {"cublas_sgemm", "cudnn_conv_fwd",
-                                                  "cudnn_conv_relu_maxpool", ""};
-    if (std::find(std::begin(kKnown), std::end(kKnown), p.baseline.library) == std::end(kKnown)) {
-      return library.Error("unknown baseline library " + library.Describe() +
-                           " (known: cublas_sgemm, cudnn_conv_fwd, cudnn_conv_relu_maxpool)");
+    if (!p.baseline.library.empty() && !internal::FindBaselineLibrary(p.baseline.library)) {
+      return library.Error("unknown baseline library " + library.Describe() + " (known: " +
+                           internal::BaselineLibraryNames() + ")");
     }
     KSEARCH_ASSIGN_OR_RETURN(auto settings, baseline->Find("settings"));
     if (settings) {
       KSEARCH_ASSIGN_OR_RETURN(auto members, settings->Members());
       for (auto& [key, value] : members) {
-        KSEARCH_ASSIGN_OR_RETURN(int64_t v, value.Int());
-        p.baseline.settings.emplace_back(key, v);
+        if (!value.IsString() && !value.IsInteger()) {
+          return value.Error("expected a tensor name, an integer, an expression over the dims or a word, got " +
+                             value.Describe());
+        }
+        KSEARCH_ASSIGN_OR_RETURN(std::string text, value.Expression());
+        p.baseline.settings.emplace_back(key, std::move(text));
       }
     }
   }
@@ -799,6 +802,9 @@ Status Problem::Validate() const {
     if (!v.ok()) return InvalidArgumentError(std::string(field) + ": " + v.status().message());
     if (*v < 0) return InvalidArgumentError(std::string(field) + ": negative");
   }
+  auto binding = internal::BindBaseline(*this);
+  if (!binding.ok()) return binding.status();
+  KSEARCH_RETURN_IF_ERROR(internal::CheckBaselineShapes(*this, *binding));
   KSEARCH_RETURN_IF_ERROR(CheckKernel(*this, reference, "reference"));
   if (!reference_fp32.source.empty()) {
     KSEARCH_RETURN_IF_ERROR(CheckKernel(*this, reference_fp32, "reference_fp32"));

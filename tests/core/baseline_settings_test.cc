@@ -1,0 +1,189 @@
+// baseline.settings: how a problem binds a vendor baseline to its own tensors
+// and dims (docs/problems.md "The baseline"), and the errors a wrong binding
+// gets when the problem is loaded, without a GPU.
+#include <gtest/gtest.h>
+
+#include "core/baseline_settings.h"
+#include "ksearch/problem.h"
+#include "test_util.h"
+
+namespace ksearch {
+namespace {
+
+using internal::BindBaseline;
+using testing::TempDir;
+
+// A GEMM problem whose tensors and dims are not named A/B/C or M/N/K: the
+// binding comes from the settings alone.
+std::string GemmJson(const std::string& dtype, const std::string& baseline) {
+  const std::string plan = R"({"launches": [{"kernel": "k", "grid": [1, 1, 1], "block": [32, 1, 1],
+      "args": ["act", "wt", "out", "tokens:i32"]}]})";
+  return R"({"name": "gemm", "dims": {"tokens": 64, "hidden": 128, "ff": 32},
+    "tensors": [{"name": "act", "dtype": ")" + dtype + R"(", "shape": ["tokens", "hidden"], "role": "input"},
+                {"name": "wt", "dtype": ")" + dtype + R"(", "shape": ["hidden", "ff"], "role": "input"},
+                {"name": "out", "dtype": ")" + dtype + R"(", "shape": ["tokens", "ff"], "role": "output"}],
+    "flops": "2 * tokens * hidden * ff", "bytes": 1, "tolerance": {"policy": "relaxed"},
+    "reference": {"source_text": "extern \"C\" __global__ void k() {}", "plan": )" + plan + R"(},
+    "baseline": )" + baseline + "}";
+}
+
+const char kLtBinding[] = R"({"library": "cublaslt_gemm",
+    "settings": {"a": "act", "b": "wt", "c": "out", "m": "tokens", "n": "ff", "k": "hidden"}})";
+
+StatusOr<Problem> Parse(const std::string& json) { return Problem::FromJson(json, "", "p.json"); }
+
+std::string ErrorOf(const std::string& json) {
+  auto p = Parse(json);
+  EXPECT_FALSE(p.ok()) << "loaded: " << json;
+  return p.ok() ? "" : p.status().message();
+}
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(BaselineSettings, BindTensorsAndDimsByTheNamesTheProblemGives) {
+  auto p = Parse(GemmJson("bf16", kLtBinding));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto b = BindBaseline(*p);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->Tensor("a"), 0);
+  EXPECT_EQ(b->Tensor("b"), 1);
+  EXPECT_EQ(b->Tensor("c"), 2);
+  EXPECT_EQ(b->Size("m"), 64);
+  EXPECT_EQ(b->Size("n"), 32);
+  EXPECT_EQ(b->Size("k"), 128);
+}
+
+TEST(BaselineSettings, SizesAreExpressionsAndFollowNewDims) {
+  auto p = Parse(GemmJson("f16", Replace(kLtBinding, R"("k": "hidden")", R"("k": "2 * ff * 2")")));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(BindBaseline(*p)->Size("k"), 128);
+  auto smaller = p->WithDims({{"tokens", 7}});
+  ASSERT_TRUE(smaller.ok()) << smaller.status().ToString();
+  EXPECT_EQ(BindBaseline(*smaller)->Size("m"), 7);
+  // A dim the binding reads in two places must stay consistent with the shapes.
+  auto broken = p->WithDims({{"ff", 16}});
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("baseline.settings.a: tensor 'act' has 8192 elements"), std::string::npos)
+      << broken.status().message();
+}
+
+TEST(BaselineSettings, RoundTripAndEnterTheFingerprint) {
+  auto p = Parse(GemmJson("bf16", kLtBinding));
+  ASSERT_TRUE(p.ok());
+  auto q = Problem::FromJson(p->ToJson(), "", "again");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->baseline, p->baseline);
+  EXPECT_EQ(q->Fingerprint(), p->Fingerprint());
+  auto r = Parse(GemmJson("bf16", R"({"library": "cublaslt_gemm",
+      "settings": {"a": "act", "b": "wt", "c": "out", "m": "tokens", "n": "ff", "k": "4 * ff"}})"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NE(r->Fingerprint(), p->Fingerprint()) << "the fingerprint covers the baseline's settings";
+}
+
+TEST(BaselineSettings, ErrorsNameTheSettingAndTheValue) {
+  struct Case {
+    std::string dtype;
+    std::string baseline;
+    std::string expected;
+  } cases[] = {
+      {"bf16", R"({"library": "cublas_hgemm"})",
+       "baseline.library: unknown baseline library \"cublas_hgemm\" (known: cublas_sgemm, cublaslt_gemm, "
+       "cudnn_conv_fwd)"},
+      {"bf16", Replace(kLtBinding, R"("k": "hidden")", R"("kk": "hidden")"),
+       "baseline.settings.kk: unknown setting for cublaslt_gemm (known: a, b, c, m, n, k"},
+      {"bf16", Replace(kLtBinding, R"(, "k": "hidden")", ""),
+       "baseline.settings.k: missing; cublaslt_gemm needs it (an integer or an expression over the dims)"},
+      {"bf16", Replace(kLtBinding, R"("a": "act")", R"("a": "A")"),
+       "baseline.settings.a: 'A' is not a tensor of the problem (tensors: act, wt, out)"},
+      {"bf16", Replace(kLtBinding, R"("c": "out")", R"("c": "wt")"),
+       "baseline.settings.c: tensor 'wt' is an input; the baseline needs an output"},
+      {"bf16", Replace(kLtBinding, R"("m": "tokens")", R"("m": "tokenz")"),
+       "baseline.settings.m: expression 'tokenz': unknown name 'tokenz'"},
+      {"bf16", Replace(kLtBinding, R"("m": "tokens")", R"("m": "tokens - 64")"),
+       "baseline.settings.m: 'tokens - 64' = 0 (must be positive)"},
+      {"bf16", Replace(kLtBinding, R"("m": "tokens")", R"("m": 32)"),
+       "baseline.settings.a: tensor 'act' has 8192 elements, but the baseline reads it as m × k = 4096"},
+      {"bf16", Replace(kLtBinding, R"("m": "tokens")", R"("m": ["tokens"])"),
+       "baseline.settings.m: expected a tensor name, an integer, an expression over the dims or a word"},
+      {"f32", kLtBinding, "baseline.settings.a: tensor 'act' is f32; cublaslt_gemm needs bf16 or f16"},
+      {"bf16", Replace(kLtBinding, "cublaslt_gemm", "cublas_sgemm"),
+       "baseline.settings.a: tensor 'act' is bf16; cublas_sgemm needs f32"},
+      {"bf16", R"({"library": "", "settings": {"a": "act"}})", "baseline.settings: given without a baseline.library"},
+  };
+  for (const Case& c : cases) {
+    std::string message = ErrorOf(GemmJson(c.dtype, c.baseline));
+    EXPECT_NE(message.find(c.expected), std::string::npos) << "got: " << message << "\nexpected: " << c.expected;
+    EXPECT_NE(message.find("p.json"), std::string::npos) << "no file named: " << message;
+  }
+}
+
+TEST(BaselineSettings, HalfGemmNeedsMatchingInputTypes) {
+  std::string json = Replace(GemmJson("bf16", kLtBinding), R"("name": "wt", "dtype": "bf16")",
+                             R"("name": "wt", "dtype": "f16")");
+  EXPECT_NE(ErrorOf(json).find("baseline.settings.b: tensor 'wt' is f16; cublaslt_gemm needs bf16"),
+            std::string::npos)
+      << ErrorOf(json);
+  std::string f32_out = Replace(GemmJson("bf16", kLtBinding), R"("name": "out", "dtype": "bf16")",
+                                R"("name": "out", "dtype": "f32")");
+  EXPECT_TRUE(Parse(f32_out).ok()) << Parse(f32_out).status().ToString();
+}
+
+// The built-in problems bind their baselines through settings only.
+TEST(BaselineSettings, BuiltinProblemsBindTheirBaselines) {
+  struct Want {
+    const char* problem;
+    const char* library;
+  } wants[] = {{"matmul", "cublas_sgemm"}, {"conv2d", "cudnn_conv_fwd"}, {"conv2d_relu_maxpool", "cudnn_conv_fwd"}};
+  for (const Want& w : wants) {
+    auto p = LoadProblem(w.problem);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(p->baseline.library, w.library);
+    auto b = BindBaseline(*p);
+    ASSERT_TRUE(b.ok()) << w.problem << ": " << b.status().ToString();
+    ASSERT_TRUE(internal::CheckBaselineShapes(*p, *b).ok());
+  }
+  auto fused = LoadProblem("conv2d_relu_maxpool");
+  auto b = BindBaseline(*fused);
+  EXPECT_EQ(b->Choice("activation"), "relu");
+  EXPECT_EQ(b->Choice("pool"), "max");
+  EXPECT_EQ(b->Size("pool_kernel"), 3);
+  EXPECT_EQ(b->Size("stride"), 4);
+  auto plain = LoadProblem("conv2d");
+  EXPECT_EQ(BindBaseline(*plain)->Choice("activation"), "none");
+}
+
+TEST(BaselineSettings, ConvolutionShapesAreChecked) {
+  auto p = LoadProblem("conv2d_relu_maxpool");
+  ASSERT_TRUE(p.ok());
+  auto set = [&](const std::string& key, const std::string& value) {
+    Problem q = *p;
+    bool found = false;
+    for (auto& [k, v] : q.baseline.settings) {
+      if (k == key) v = value, found = true;
+    }
+    if (!found) q.baseline.settings.emplace_back(key, value);
+    Status s = q.Validate();
+    EXPECT_FALSE(s.ok()) << key << "=" << value;
+    return s.message();
+  };
+  EXPECT_NE(set("padding", "10").find("baseline.settings.y: tensor 'y' has 6998400 elements, but the baseline reads "
+                                     "it as batch × out_channels × 29 × 29 (the pooled output)"),
+            std::string::npos)
+      << set("padding", "10");
+  EXPECT_NE(set("pool", "min").find("baseline.settings.pool: expected one of \"none\", \"max\", got \"min\""),
+            std::string::npos);
+  EXPECT_NE(set("pool", "none").find("pool_kernel and pool_stride need \"pool\": \"max\""), std::string::npos);
+  EXPECT_NE(set("pool_kernel", "60").find("baseline.settings.pool_kernel: 60 is larger than the convolution's output"),
+            std::string::npos);
+  EXPECT_NE(set("kernel_h", "300").find("is larger than the padded input"), std::string::npos);
+  EXPECT_NE(set("bias", "weight").find("baseline.settings.bias: tensor 'weight' has 34848 elements"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace ksearch
