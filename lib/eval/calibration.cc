@@ -33,6 +33,9 @@ double HistogramQuantile(const std::vector<uint64_t>& histogram, double quantile
 // rtol: high enough that plain fp32 passes with its multiple, robust to the
 // few elements near zero whose relative error rounding inflates.
 constexpr double kElementwiseQuantile = 0.999;
+// Half-precision outputs: the share of elements that may sit on the other
+// side of a rounding boundary from the reference, whatever the twin does.
+constexpr double kMinInexactFraction = 0.01;
 
 struct MmaPath {
   const char* name;
@@ -157,12 +160,14 @@ StatusOr<SetTolerance> LocalEvaluator::CalibrateSet(const InputSet& set) {
   if (problem_.tolerance.policy == TolerancePolicy::kRelaxed) {
     tol.atol = problem_.tolerance.atol;
     tol.rtol = problem_.tolerance.rtol;
+    tol.half_quantile = problem_.tolerance.rtol;
     tol.allowed_l2 = 1e300;
     return tol;
   }
   f = RunTrusted(*reference_fp32_, ref32_);
   if (!f.ok()) return InternalError("the fp32 reference kernel failed: " + f.message);
-  double worst_l2 = 0.0, worst_quantile = 0.0, rms_min = 1e300;
+  double worst_l2 = 0.0, worst_quantile = 0.0, half_quantile = 0.0, rms_min = 1e300;
+  double half_step = 0.0, twin_inexact = 0.0, atol_floor = 0.0;
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
     const TensorSpec& spec = problem_.tensors[t];
     if (spec.role != TensorRole::kOutput) continue;
@@ -170,22 +175,47 @@ StatusOr<SetTolerance> LocalEvaluator::CalibrateSet(const InputSet& set) {
         Comparison first, Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, 0.0, 0.0));
     double rms = std::sqrt(first.raw.sum_sq_want / static_cast<double>(elements_[t]));
     double atol = problem_.tolerance.atol_rms_fraction * rms;
+    // fp16's subnormals are 2^-24 apart: below that no rounding is finer.
+    if (spec.dtype == DType::kF16) atol_floor = 0x1p-24;
+    atol = std::max(atol, atol_floor);
     std::vector<uint64_t> histogram;
     KSEARCH_ASSIGN_OR_RETURN(Comparison second,
                              Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, atol,
                                      0.0, &histogram, atol));
     worst_l2 = std::max(worst_l2, second.l2);
-    worst_quantile = std::max(worst_quantile, HistogramQuantile(histogram, kElementwiseQuantile));
+    double quantile = HistogramQuantile(histogram, kElementwiseQuantile);
+    if (spec.dtype == DType::kF16 || spec.dtype == DType::kBF16) {
+      // second.raw.bad: elements of the twin more than atol from the
+      // reference (rtol was 0), i.e. rounded to the other neighbour.
+      half_quantile = std::max(half_quantile, quantile);
+      half_step = std::max(half_step, spec.dtype == DType::kBF16 ? 0x1p-7 : 0x1p-10);
+      twin_inexact = std::max(twin_inexact, static_cast<double>(second.raw.bad) / static_cast<double>(elements_[t]));
+    } else {
+      worst_quantile = std::max(worst_quantile, quantile);
+    }
     rms_min = std::min(rms_min, rms);
   }
   tol.fp32_l2 = worst_l2;
-  tol.allowed_l2 =
-      std::max(problem_.tolerance.strict_floor, problem_.tolerance.strict_multiple * worst_l2);
+  // A half-precision output is rounded to a grid one step (half_step, in
+  // relative terms at most) wide: an honest kernel and the twin land on the
+  // other side of a boundary from the reference in a few elements, which
+  // gives an L2 error of about half_step × sqrt(fraction). The floor allows
+  // such flips in 1% of the elements even where the twin has none.
+  tol.allowed_l2 = std::max({problem_.tolerance.strict_floor, problem_.tolerance.strict_multiple * worst_l2,
+                             half_step * std::sqrt(kMinInexactFraction)});
   // Elementwise: the twin's relative error at a high quantile over elements
   // that are not near zero, times the same multiple (outputs near zero are
-  // governed by atol, which comes from the output's RMS).
+  // governed by atol, which comes from the output's RMS). Half-precision
+  // outputs: one rounding step, or the twin's quantile where that is larger
+  // (SetTolerance::Rtol), and a bound on how many elements may be off at all.
   tol.rtol = std::max(1e-6, problem_.tolerance.strict_multiple * worst_quantile);
-  tol.atol = problem_.tolerance.atol_rms_fraction * rms_min;
+  tol.atol = std::max(problem_.tolerance.atol_rms_fraction * rms_min, atol_floor);
+  tol.half_quantile = half_quantile;
+  if (half_step > 0) {
+    tol.twin_inexact_fraction = twin_inexact;
+    tol.allowed_inexact_fraction =
+        std::min(1.0, std::max(kMinInexactFraction, problem_.tolerance.strict_multiple * twin_inexact));
+  }
   return tol;
 }
 
@@ -196,7 +226,7 @@ Status LocalEvaluator::CheckProblemIsSound(const InputSet& set, const SetToleran
     if (spec.role != TensorRole::kOutput) continue;
     // A NaN or Inf in the truth would make every answer there unjudgeable.
     KSEARCH_ASSIGN_OR_RETURN(Comparison self, Compare(ref_.ptr[t], ref_.ptr[t], elements_[t],
-                                                      spec.dtype, tol.atol, tol.rtol));
+                                                      spec.dtype, tol.atol, tol.Rtol(spec.dtype)));
     if (self.raw.nonfinite_want > 0) {
       return InvalidArgumentError("problem '" + problem_.name + "': on input set '" + set.name +
                                   "' the reference output '" + spec.name + "' holds " +
@@ -208,7 +238,7 @@ Status LocalEvaluator::CheckProblemIsSound(const InputSet& set, const SetToleran
     KSEARCH_CU(api_->cuMemsetD8Async(scratch_.ptr[t], 0, static_cast<size_t>(bytes), stream_.get()),
                "cuMemsetD8Async");
     KSEARCH_ASSIGN_OR_RETURN(Comparison zero, Compare(scratch_.ptr[t], ref_.ptr[t], elements_[t],
-                                                      spec.dtype, tol.atol, tol.rtol));
+                                                      spec.dtype, tol.atol, tol.Rtol(spec.dtype)));
     if (zero.raw.sum_sq_want == 0.0 || (zero.raw.bad == 0 && zero.l2 <= tol.allowed_l2)) {
       return InvalidArgumentError("problem '" + problem_.name + "': on input set '" + set.name +
                                   "' the reference output '" + spec.name +
@@ -224,7 +254,7 @@ Status LocalEvaluator::CheckProblemIsSound(const InputSet& set, const SetToleran
     const TensorSpec& spec = problem_.tensors[t];
     if (spec.role != TensorRole::kOutput) continue;
     KSEARCH_ASSIGN_OR_RETURN(Comparison across, Compare(scratch_.ptr[t], ref_.ptr[t], elements_[t],
-                                                        spec.dtype, tol.atol, tol.rtol));
+                                                        spec.dtype, tol.atol, tol.Rtol(spec.dtype)));
     if (across.raw.bad == 0 && across.l2 <= tol.allowed_l2) {
       return InvalidArgumentError("problem '" + problem_.name + "': the reference output '" +
                                   spec.name + "' barely changes between seeds on input set '" +
@@ -269,9 +299,15 @@ void LocalEvaluator::SetUpLibraryBaseline(const SetTolerance& tol) {
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
     const TensorSpec& spec = problem_.tensors[t];
     if (spec.role != TensorRole::kOutput) continue;
-    auto r = Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.rtol);
+    auto r = Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.Rtol(spec.dtype));
     double l2 = r.ok() ? r->l2 : 1.0;
-    if (!r.ok() || r->raw.bad > 0 || !(l2 <= tol.allowed_l2)) {
+    bool too_inexact = false;
+    if (r.ok() && tol.allowed_inexact_fraction < 1.0 && (spec.dtype == DType::kF16 || spec.dtype == DType::kBF16)) {
+      auto exact = Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, 0.0);
+      too_inexact = !exact.ok() || static_cast<double>(exact->raw.bad) >
+                                       tol.allowed_inexact_fraction * static_cast<double>(elements_[t]);
+    }
+    if (!r.ok() || r->raw.bad > 0 || !(l2 <= tol.allowed_l2) || too_inexact) {
       char text[200];
       std::snprintf(text, sizeof(text),
                     " (%s fails the strict check: L2 relative error %.3g, allowed %.3g)",

@@ -9,15 +9,9 @@
 
 namespace ksearch::internal {
 
-bool LocalEvaluator::Mismatched(const TensorSpec& spec, size_t t, const InputSet& set,
-                                const std::string& phase, const Comparison& c,
-                                const SetTolerance& tol, CUdeviceptr want, Evaluation* e) {
-  bool l2_bad = !(c.l2 <= tol.allowed_l2);
-  if (c.raw.bad == 0 && !l2_bad) {
-    e->max_l2_rel_error = std::max(e->max_l2_rel_error, c.l2);
-    e->allowed_l2_rel_error = std::max(e->allowed_l2_rel_error, tol.allowed_l2);
-    return false;
-  }
+Mismatch LocalEvaluator::DescribeMismatch(const TensorSpec& spec, size_t t, const InputSet& set,
+                                          const std::string& phase, const Comparison& c, const SetTolerance& tol,
+                                          CUdeviceptr want) {
   Mismatch m;
   m.tensor = spec.name;
   m.input_set = set.name;
@@ -32,7 +26,19 @@ bool LocalEvaluator::Mismatched(const TensorSpec& spec, size_t t, const InputSet
     m.expected = ReadElement(want, spec.dtype, m.worst_index).value_or(NAN);
     m.got = ReadElement(cand_.ptr[t], spec.dtype, m.worst_index).value_or(NAN);
   }
-  e->mismatch = m;
+  return m;
+}
+
+bool LocalEvaluator::Mismatched(const TensorSpec& spec, size_t t, const InputSet& set,
+                                const std::string& phase, const Comparison& c,
+                                const SetTolerance& tol, CUdeviceptr want, Evaluation* e) {
+  bool l2_bad = !(c.l2 <= tol.allowed_l2);
+  if (c.raw.bad == 0 && !l2_bad) {
+    e->max_l2_rel_error = std::max(e->max_l2_rel_error, c.l2);
+    e->allowed_l2_rel_error = std::max(e->allowed_l2_rel_error, tol.allowed_l2);
+    return false;
+  }
+  e->mismatch = DescribeMismatch(spec, t, set, phase, c, tol, want);
   if (c.raw.unwritten > 0) {
     e->status = EvalStatus::kUnwrittenOutput;
     e->message = std::to_string(c.raw.unwritten) + " of " + std::to_string(elements_[t]) +
@@ -45,9 +51,38 @@ bool LocalEvaluator::Mismatched(const TensorSpec& spec, size_t t, const InputSet
                   "'%s' differs from the reference on '%s' inputs (%s): %lld bad elements "
                   "(|got-want| > %.3g + %.3g*|want|), L2 relative error %.3g (allowed %.3g)",
                   spec.name.c_str(), set.name.c_str(), phase.c_str(),
-                  static_cast<long long>(c.raw.bad), tol.atol, tol.rtol, c.l2, tol.allowed_l2);
+                  static_cast<long long>(c.raw.bad), tol.atol, tol.Rtol(spec.dtype), c.l2, tol.allowed_l2);
     e->message = text;
   }
+  return true;
+}
+
+StatusOr<bool> LocalEvaluator::TooInexact(const TensorSpec& spec, size_t t, const InputSet& set,
+                                          const std::string& phase, const SetTolerance& tol, CUdeviceptr want,
+                                          const GroupAtol& groups, Evaluation* e) {
+  if (!(tol.allowed_inexact_fraction < 1.0) || (spec.dtype != DType::kF16 && spec.dtype != DType::kBF16)) {
+    return false;
+  }
+  // rtol 0: every element more than atol from the correctly rounded answer,
+  // one rounding step apart included. An honest fp32 accumulation lands on
+  // the other side of a rounding boundary about as rarely as the twin; a
+  // half-precision accumulation or a truncating conversion does it on a
+  // large share of the elements while staying within a step or two of each.
+  KSEARCH_ASSIGN_OR_RETURN(Comparison c,
+                           Compare(cand_.ptr[t], want, elements_[t], spec.dtype, tol.atol, 0.0, nullptr, 0.0, groups));
+  double fraction = static_cast<double>(c.raw.bad) / static_cast<double>(elements_[t]);
+  if (fraction <= tol.allowed_inexact_fraction) return false;
+  e->mismatch = DescribeMismatch(spec, t, set, phase, c, tol, want);
+  e->status = EvalStatus::kWrongResult;
+  char text[360];
+  std::snprintf(text, sizeof(text),
+                "'%s' (%s) differs from the correctly rounded reference on '%s' inputs (%s) in %lld of %lld "
+                "elements (%.3g%%; the fp32 twin in %.3g%%, allowed %.3g%%): more rounding errors than an fp32 "
+                "accumulation rounded once",
+                spec.name.c_str(), std::string(ToString(spec.dtype)).c_str(), set.name.c_str(), phase.c_str(),
+                static_cast<long long>(c.raw.bad), static_cast<long long>(elements_[t]), 100 * fraction,
+                100 * tol.twin_inexact_fraction, 100 * tol.allowed_inexact_fraction);
+  e->message = text;
   return true;
 }
 
@@ -76,7 +111,7 @@ bool LocalEvaluator::CheckOutputs(const InputSet& set, size_t set_index, uint64_
     if (spec.role != TensorRole::kOutput) continue;
     auto groups = GroupTolerance(set, t, ref_.ptr[t]);
     if (!groups.ok()) return judge_error(groups.status());
-    auto c = Compare(cand_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.rtol,
+    auto c = Compare(cand_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.Rtol(spec.dtype),
                      nullptr, 0.0, *groups);
     if (!c.ok()) return judge_error(c.status());
     if (Mismatched(spec, t, set, phase, *c, tol, ref_.ptr[t], e)) {
@@ -89,6 +124,9 @@ bool LocalEvaluator::CheckOutputs(const InputSet& set, size_t set_index, uint64_
       }
       return false;
     }
+    auto inexact = TooInexact(spec, t, set, phase, tol, ref_.ptr[t], *groups, e);
+    if (!inexact.ok()) return judge_error(inexact.status());
+    if (*inexact) return false;
   }
   return true;
 }
@@ -130,7 +168,7 @@ bool LocalEvaluator::CheckCorrectness(PreparedPlan& plan, const std::string& pha
         const TensorSpec& spec = problem_.tensors[t];
         if (spec.role != TensorRole::kOutput) continue;
         auto c = Compare(cand_.ptr[t], scratch_.ptr[t], elements_[t], spec.dtype, tol.atol,
-                         tol.rtol);
+                         tol.Rtol(spec.dtype));
         if (!c.ok()) return judge_error(c.status());
         if (c->raw.bad > 0 || !(c->l2 <= tol.allowed_l2)) {
           e->status =

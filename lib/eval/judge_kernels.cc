@@ -46,8 +46,10 @@ extern "C" __global__ void ks_fill(void* out, long long n, int dtype, int kind, 
     switch (dtype) {
       case 0: ((float*)out)[i] = (float)v; break;
       case 1: ((double*)out)[i] = v; break;
-      case 2: ((__half*)out)[i] = __double2half(v); break;
-      case 3: ((__nv_bfloat16*)out)[i] = __double2bfloat16(v); break;
+      // Half types: drawn in fp32, then rounded, so that the value is the one
+      // an fp32 pipeline casting to half would hold (docs/evaluation.md).
+      case 2: ((__half*)out)[i] = __float2half_rn((float)v); break;
+      case 3: ((__nv_bfloat16*)out)[i] = __float2bfloat16_rn((float)v); break;
       case 4: ((int*)out)[i] = (int)llrint(v); break;
       case 5: ((long long*)out)[i] = llrint(v); break;
       default: ((unsigned char*)out)[i] = (unsigned char)((long long)llrint(v) & 255); break;

@@ -20,6 +20,7 @@
 #ifndef KSEARCH_EVAL_LOCAL_EVALUATOR_H_
 #define KSEARCH_EVAL_LOCAL_EVALUATOR_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -84,9 +85,22 @@ struct TensorBuffers {
 // Tolerance for one input set (measured under kStrict, fixed under kRelaxed).
 struct SetTolerance {
   double atol = 0.0;
-  double rtol = 0.0;
+  double rtol = 0.0;  // fp32 and fp64 outputs
   double allowed_l2 = 0.0;
   double fp32_l2 = 0.0;
+  // Half-precision outputs (docs/evaluation.md "Half precision"): the
+  // twin's 99.9th-percentile relative error, at least one rounding step of
+  // the output type (Rtol); and the fraction of elements that may differ
+  // from the reference by more than atol at all (1: not checked).
+  double half_quantile = 0.0;
+  double allowed_inexact_fraction = 1.0;
+  double twin_inexact_fraction = 0.0;
+
+  double Rtol(DType output) const {
+    if (output == DType::kBF16) return std::max(half_quantile, 0x1p-7);
+    if (output == DType::kF16) return std::max(half_quantile, 0x1p-10);
+    return rtol;
+  }
 };
 
 // Per-row (or per-column) atols of one output, for input sets whose
@@ -216,6 +230,13 @@ class LocalEvaluator final : public Evaluator {
   // outputs in cand_ against it; `phase` names the step in messages.
   bool CheckOutputs(const InputSet& set, size_t set_index, uint64_t seed,
                     const std::string& phase, Evaluation* e);
+  // The mismatch report of output `t` against `want` (worst element read back).
+  Mismatch DescribeMismatch(const TensorSpec& spec, size_t t, const InputSet& set, const std::string& phase,
+                            const Comparison& c, const SetTolerance& tol, CUdeviceptr want);
+  // Half-precision outputs: true (and the evaluation's verdict set) when more
+  // elements of output `t` differ from `want` than tol allows.
+  StatusOr<bool> TooInexact(const TensorSpec& spec, size_t t, const InputSet& set, const std::string& phase,
+                            const SetTolerance& tol, CUdeviceptr want, const GroupAtol& groups, Evaluation* e);
   bool Mismatched(const TensorSpec& spec, size_t t, const InputSet& set, const std::string& phase,
                   const Comparison& c, const SetTolerance& tol, CUdeviceptr want, Evaluation* e);
 
