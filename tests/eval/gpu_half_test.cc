@@ -88,7 +88,8 @@ TEST_F(GpuHalf, Bf16AccumulationOfALongSumIsWrong) {
 
 // The fp32 sum is right, but the last step truncates it to bf16 (keeping
 // the upper 16 bits) instead of rounding: every element stays within one
-// step of the reference, and about half of them are on the wrong side.
+// step of the reference, about half of them on the wrong side, and the L2
+// error shows it.
 TEST_F(GpuHalf, ASkippedFinalRoundingIsWrong) {
   KSEARCH_REQUIRE_GPU();
   ASSERT_NO_FATAL_FAILURE(Open(LoadHalfProblem("gemm_bf16")));
@@ -97,6 +98,25 @@ TEST_F(GpuHalf, ASkippedFinalRoundingIsWrong) {
   Evaluation e = Judge("truncated_not_rounded", problem_.reference_fp32, source);
   ExpectRejected(e);
   ASSERT_TRUE(e.mismatch);
+  EXPECT_GT(e.mismatch->l2_rel_error, e.mismatch->allowed_l2_rel_error) << e.Report();
+  ExpectHonestPass();
+}
+
+// The same shortcut taken only where the output is small (|c| < 8, about a
+// seventh of the elements on the normal set, where the output's RMS is
+// about 45): those elements weigh little in the L2 error, and each is within
+// one step, so only the count of elements off the correctly rounded value
+// catches it.
+TEST_F(GpuHalf, ASkippedRoundingOnSmallOutputsIsCaughtByTheCount) {
+  KSEARCH_REQUIRE_GPU();
+  ASSERT_NO_FATAL_FAILURE(Open(LoadHalfProblem("gemm_bf16")));
+  std::string source = Edit(problem_.reference_fp32.source, R"(__float2bfloat16_rn\(acc\))",
+                            "(fabsf(acc) < 8.0f ? __ushort_as_bfloat16((unsigned short)(__float_as_uint(acc) >> 16))"
+                            " : __float2bfloat16_rn(acc))");
+  Evaluation e = Judge("truncated_small_outputs", problem_.reference_fp32, source);
+  ExpectRejected(e);
+  ASSERT_TRUE(e.mismatch);
+  EXPECT_LT(e.mismatch->l2_rel_error, e.mismatch->allowed_l2_rel_error) << "the L2 bound alone would catch it";
   EXPECT_GT(e.mismatch->bad_count, e.mismatch->elements / 100) << e.Report();
   EXPECT_NE(e.message.find("correctly rounded reference"), std::string::npos) << e.message;
   ExpectHonestPass();
