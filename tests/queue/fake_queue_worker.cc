@@ -71,8 +71,15 @@ class FakeEvaluator final : public ksearch::Evaluator {
             ::raise(SIGKILL);
           }
         } else if (key == "hold_until") {
-          while (::access(value.c_str(), F_OK) != 0)
+          // A stop ends the hold: a job redelivered after its test removed
+          // the gate file would otherwise hold the worker, and the test's
+          // teardown waiting for it, forever.
+          while (::access(value.c_str(), F_OK) != 0 && !(cancel && cancel->load()))
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          if (::access(value.c_str(), F_OK) != 0) {
+            e.status = ksearch::EvalStatus::kCancelled;  // stopped while held: left pending
+            break;
+          }
         }
       }
       out.push_back(e);
