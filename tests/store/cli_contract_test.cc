@@ -264,7 +264,12 @@ TEST(CliContract, ABudgetGivenAloneBoundsTheRun) {
   EXPECT_EQ(run.at("termination").as_string(), "candidate budget reached") << out;
   EXPECT_EQ(run.at("candidates").as_int64(), 9);
   out.clear();
-  ASSERT_EQ(Shell(Tune("", "--budget-minutes 0.01 --batch 1 --json"), &out), kCompiledOnly) << out;
+  // 0.6 s of wall time: on a loaded machine it runs out before the first
+  // candidate has compiled, which is then cancelled (exit 1, nothing
+  // compiled); otherwise it ends compiled-only. Either way the rounds did
+  // not end it.
+  int code = Shell(Tune("", "--budget-minutes 0.01 --batch 1 --json"), &out);
+  EXPECT_TRUE(code == kCompiledOnly || code == kRejected) << code << ": " << out;
   EXPECT_NE(LastJson(out).at("termination").as_string(), "round budget reached") << out;
 }
 
