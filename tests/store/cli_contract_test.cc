@@ -419,6 +419,10 @@ TEST(CliContract, ProblemsShowCountsValidPointsAndLoaderErrorsSayWhere) {
   ASSERT_EQ(Shell(kCli + " problems show layernorm", &out), kOk) << out;
   EXPECT_NE(out.find("normal=normal(0, 1) (weight: normal(1, 0.1), bias: normal(0, 0.1))"),
             std::string::npos) << "per-tensor input sets: " << out;
+  out.clear();
+  ASSERT_EQ(Shell(kCli + " problems show matmul", &out), kOk) << out;
+  EXPECT_NE(out.find("baseline:  cublas_sgemm (a=A, b=B, c=C, m=M, n=N, k=K)"), std::string::npos)
+      << "the baseline's binding: " << out;
 
   // Problems of one's own, made from the built-in one.
   TempDir dir;

@@ -87,8 +87,12 @@ void PrintProblem(const Problem& p) {
   auto bytes = p.Bytes();
   std::printf("  work:      %.3g GFLOP, %.3g GB moved at least\n", flops.ok() ? *flops / 1e9 : 0.0,
               bytes.ok() ? *bytes / 1e9 : 0.0);
-  std::cout << "  baseline:  " << (p.baseline.library.empty() ? "reference_fp32 kernel" : p.baseline.library)
-            << "\n  templates: " << p.templates.size();
+  std::cout << "  baseline:  " << (p.baseline.library.empty() ? "reference_fp32 kernel" : p.baseline.library);
+  for (size_t i = 0; i < p.baseline.settings.size(); ++i) {
+    std::cout << (i == 0 ? " (" : ", ") << p.baseline.settings[i].first << "=" << p.baseline.settings[i].second;
+  }
+  if (!p.baseline.settings.empty()) std::cout << ")";
+  std::cout << "\n  templates: " << p.templates.size();
   for (const TemplateSpec& t : p.templates) {
     auto [valid, all] = CountPoints(p, t);
     std::cout << (&t == &p.templates.front() ? " (" : ", ") << t.name << ": " << valid << " points";
