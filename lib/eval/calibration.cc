@@ -33,9 +33,6 @@ double HistogramQuantile(const std::vector<uint64_t>& histogram, double quantile
 // rtol: high enough that plain fp32 passes with its multiple, robust to the
 // few elements near zero whose relative error rounding inflates.
 constexpr double kElementwiseQuantile = 0.999;
-// Half-precision outputs: the share of elements that may sit on the other
-// side of a rounding boundary from the reference, whatever the twin does.
-constexpr double kMinInexactFraction = 0.01;
 
 struct MmaPath {
   const char* name;
@@ -188,7 +185,7 @@ StatusOr<SetTolerance> LocalEvaluator::CalibrateSet(const InputSet& set) {
       // second.raw.bad: elements of the twin more than atol from the
       // reference (rtol was 0), i.e. rounded to the other neighbour.
       half_quantile = std::max(half_quantile, quantile);
-      half_step = std::max(half_step, spec.dtype == DType::kBF16 ? 0x1p-7 : 0x1p-10);
+      half_step = std::max(half_step, SetTolerance::HalfStep(spec.dtype));
       twin_inexact = std::max(twin_inexact, static_cast<double>(second.raw.bad) / static_cast<double>(elements_[t]));
     } else {
       worst_quantile = std::max(worst_quantile, quantile);
@@ -202,7 +199,7 @@ StatusOr<SetTolerance> LocalEvaluator::CalibrateSet(const InputSet& set) {
   // gives an L2 error of about half_step × sqrt(fraction). The floor allows
   // such flips in 1% of the elements even where the twin has none.
   tol.allowed_l2 = std::max({problem_.tolerance.strict_floor, problem_.tolerance.strict_multiple * worst_l2,
-                             half_step * std::sqrt(kMinInexactFraction)});
+                             half_step * std::sqrt(SetTolerance::kMinInexactFraction)});
   // Elementwise: the twin's relative error at a high quantile over elements
   // that are not near zero, times the same multiple (outputs near zero are
   // governed by atol, which comes from the output's RMS). Half-precision
@@ -214,7 +211,7 @@ StatusOr<SetTolerance> LocalEvaluator::CalibrateSet(const InputSet& set) {
   if (half_step > 0) {
     tol.twin_inexact_fraction = twin_inexact;
     tol.allowed_inexact_fraction =
-        std::min(1.0, std::max(kMinInexactFraction, problem_.tolerance.strict_multiple * twin_inexact));
+        SetTolerance::AllowedInexactFraction(problem_.tolerance.strict_multiple, twin_inexact);
   }
   return tol;
 }

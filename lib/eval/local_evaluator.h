@@ -96,10 +96,20 @@ struct SetTolerance {
   double allowed_inexact_fraction = 1.0;
   double twin_inexact_fraction = 0.0;
 
+  // The share of a half output's elements that may sit on the other side of
+  // a rounding boundary from the reference, whatever the twin does.
+  static constexpr double kMinInexactFraction = 0.01;
+
+  // One rounding step of a half-precision type relative to the value (at
+  // most: 2^-7 for bf16, 2^-10 for f16); 0 for other types.
+  static double HalfStep(DType dtype) {
+    return dtype == DType::kBF16 ? 0x1p-7 : dtype == DType::kF16 ? 0x1p-10 : 0.0;
+  }
+  static double AllowedInexactFraction(double strict_multiple, double twin_fraction) {
+    return std::min(1.0, std::max(kMinInexactFraction, strict_multiple * twin_fraction));
+  }
   double Rtol(DType output) const {
-    if (output == DType::kBF16) return std::max(half_quantile, 0x1p-7);
-    if (output == DType::kF16) return std::max(half_quantile, 0x1p-10);
-    return rtol;
+    return HalfStep(output) > 0 ? std::max(half_quantile, HalfStep(output)) : rtol;
   }
 };
 
