@@ -71,9 +71,9 @@ class FakeEvaluator final : public ksearch::Evaluator {
             ::raise(SIGKILL);
           }
         } else if (key == "hold_until") {
-          // A stop ends the hold: a job redelivered after its test removed
-          // the gate file would otherwise hold the worker, and the test's
-          // teardown waiting for it, forever.
+          // A stop ends the hold: when a test fails before it creates the
+          // gate, its teardown stops the worker and waits for it, which
+          // would otherwise be forever.
           while (::access(value.c_str(), F_OK) != 0 && !(cancel && cancel->load()))
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
           if (::access(value.c_str(), F_OK) != 0) {
