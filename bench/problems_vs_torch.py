@@ -20,7 +20,7 @@ import torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
-PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool"]
+PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool", "add_rmsnorm", "swiglu"]
 
 
 def make(problem):
@@ -34,6 +34,14 @@ def make(problem):
         return (lambda x, w, b: F.layer_norm(x, (64, 256, 256), w, b, 1e-5)), (x, w, b)
     if problem == "matmul":
         return (lambda a, b: a @ b), (n(4096, 4096), n(4096, 4096))
+    bf = lambda *s: n(*s).to(torch.bfloat16)  # noqa: E731
+    if problem == "add_rmsnorm":
+        def add_rmsnorm(x, r, w):
+            h = x + r
+            return h, F.rms_norm(h, (4096,), w, 1e-6)
+        return add_rmsnorm, (bf(8192, 4096), bf(8192, 4096), bf(4096))
+    if problem == "swiglu":
+        return (lambda g, u: F.silu(g) * u), (bf(8192, 14336), bf(8192, 14336))
     x, w, b = n(100, 3, 224, 224), n(96, 3, 11, 11), n(96)
     if problem == "conv2d":
         return (lambda x, w, b: F.conv2d(x, w, b, stride=4, padding=2)), (x, w, b)
