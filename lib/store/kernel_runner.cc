@@ -60,7 +60,10 @@ Status KernelRunnerImpl::Initialize() {
   KSEARCH_ASSIGN_OR_RETURN(ctx, CudaContext::Create(options.device_ordinal));
   const DeviceInfo& device = ctx->info();
   if (options.require_matching_key) {
-    const KernelCacheKey here = KernelCacheKey::For(problem, device);
+    // The bucket is the entry's place in its table, not a property of this
+    // machine: everything else must match.
+    KernelCacheKey here = KernelCacheKey::For(problem, device);
+    here.bucket = kernel.key.bucket;
     const KernelCacheKey& have = kernel.key;
     if (here.problem_fingerprint != have.problem_fingerprint) {
       return FailedPreconditionError(
