@@ -8,12 +8,12 @@
 #include <cstring>
 #include <thread>
 
+#include "cuda/candidate_compile.h"
 #include "cuda/cubin_info.h"
 #include "eval/device_output.h"
 #include "eval/judge.h"
 #include "core/plan_signature.h"
 #include "eval/shape_set_evaluator.h"
-#include "worker/compile.h"
 
 namespace ksearch {
 namespace internal {
@@ -44,10 +44,11 @@ Status LocalEvaluator::health() const {
 
 Status LocalEvaluator::Initialize() {
   KSEARCH_RETURN_IF_ERROR(problem_.Validate().WithContext("problem '" + problem_.name + "'"));
-  CompilerOptions copts = worker::CompilerOptionsFor(options_);
+  CompilerOptions copts = CompilerOptionsFor(options_);
   // Said before any GPU work: candidates could not be compiled here.
   KSEARCH_RETURN_IF_ERROR(CheckUntrustedCompiles(copts));
   compiler_ = std::make_unique<Compiler>(copts);
+  compile_pool_ = std::make_unique<ThreadPool>(DefaultThreads(0));
   seed_ = options_.seed ? options_.seed
                         : static_cast<uint64_t>(EvalClock::now().time_since_epoch().count());
   rng_.seed(seed_ ^ 0x5bd1e995u);
@@ -348,14 +349,8 @@ void LocalEvaluator::JudgeCompileOnly(const Candidate& candidate, const CompileR
 
 void LocalEvaluator::Judge(const Candidate& candidate, const CompileResult& compiled,
                            Evaluation* e) {
+  if (FillCompileFailure(compiled, e)) return;
   e->resources = compiled.resources;
-  if (!compiled.ok) {
-    e->status = compiled.timed_out ? EvalStatus::kTimeout : EvalStatus::kCompileError;
-    e->message = compiled.timed_out ? "NVRTC did not finish within the compile time limit"
-                                    : "NVRTC rejected the source";
-    e->details = compiled.log;
-    return;
-  }
   if (options_.compile_only) return JudgeCompileOnly(candidate, compiled, e);
   candidate_start_ = EvalClock::now();
   RunFailure failure;
@@ -433,28 +428,15 @@ std::vector<StatusOr<CompileResult>> LocalEvaluator::CompileAll(
     std::vector<double>* compile_wall) {
   // Compiles run in parallel on the CPU; GPU checks and timing run one at a
   // time (one timing lane per GPU).
-  unsigned workers = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16));
   std::vector<StatusOr<CompileResult>> results(candidates.size(), InternalError("not compiled"));
   compile_wall->assign(candidates.size(), 0.0);
   {
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    for (unsigned w = 0; w < std::min<size_t>(workers, candidates.size()); ++w) {
-      pool.emplace_back([&] {
-        for (size_t i = next++; i < candidates.size(); i = next++) {
-          if (cancel && cancel->load()) continue;
-          const Candidate& c = candidates[i];
-          std::vector<std::string> opts = c.compile_options;
-          for (std::string& d : ParamDefines(c.plan)) opts.push_back(std::move(d));
-          auto start = EvalClock::now();
-          results[i] = compiler_->Compile(
-              CompileRequest{c.source, opts, device_.CompileArch(),
-                             (c.id.empty() ? std::string("candidate") : c.id) + ".cu"});
-          (*compile_wall)[i] = MsSince(start);
-        }
-      });
-    }
-    for (std::thread& t : pool) t.join();
+    TaskGroup compiles(*compile_pool_);
+    CompileEach(*compiler_, compiles, candidates, device_.CompileArch(), cancel,
+                [&](size_t i, StatusOr<CompileResult> compiled, double wall_ms) {
+                  results[i] = std::move(compiled);
+                  (*compile_wall)[i] = wall_ms;
+                });
   }
   return results;
 }
@@ -486,8 +468,7 @@ std::vector<Evaluation> LocalEvaluator::EvaluateWith(std::span<const Candidate> 
       continue;
     }
     if (!results[i].ok()) {
-      e.status = EvalStatus::kCompileError;
-      e.message = "NVRTC could not be used: " + results[i].status().message();
+      FillCompileFailure(results[i], &e);
       continue;
     }
     const CompileResult& compiled = *results[i];
@@ -506,7 +487,7 @@ std::vector<Evaluation> LocalEvaluator::EvaluateWith(std::span<const Candidate> 
     }
     if (output_ && !options_.compile_only) output_->Begin();
     Judge(c, compiled, &e);
-    worker::NoteUnsandboxed(compiled, &e);
+    if (compiled.ok) NoteUnsandboxed(compiled, &e);
     if (output_ && !options_.compile_only) {
       // The driver writes what is left in the printf buffer at a
       // synchronization: make it happen while the capture is on.

@@ -33,6 +33,7 @@
 
 #include "baselines/library_baseline.h"
 #include "core/plan_resolve.h"
+#include "core/thread_pool.h"
 #include "cuda/compiler.h"
 #include "cuda/driver.h"
 #include "cuda/objects.h"
@@ -262,6 +263,7 @@ class LocalEvaluator final : public Evaluator {
   EvaluatorOptions options_;
   DeviceInfo device_;
   std::unique_ptr<Compiler> compiler_;
+  std::unique_ptr<ThreadPool> compile_pool_;  // candidates' compiles
   std::mutex mutex_;  // one Evaluate at a time: one timing lane per GPU
   uint64_t seed_ = 0;
   uint64_t seed_counter_ = 0;

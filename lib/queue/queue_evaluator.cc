@@ -12,7 +12,7 @@
 #include "ksearch/queue.h"
 #include "queue/job.h"
 #include "queue/redis.h"
-#include "worker/compile.h"
+#include "cuda/candidate_compile.h"
 #include "worker/evaluation_json.h"
 
 namespace ksearch {
@@ -52,15 +52,16 @@ class QueueEvaluatorImpl final : public QueueEvaluator {
       device_.cc_minor = cc % 10;
     }
     if (options_.compile_locally) {
-      compiler_ =
-          std::make_unique<Compiler>(internal::worker::CompilerOptionsFor(options_.evaluator));
+      compiler_ = std::make_unique<Compiler>(internal::CompilerOptionsFor(options_.evaluator));
+      compile_pool_ =
+          std::make_unique<internal::ThreadPool>(internal::DefaultThreads(options_.compile_threads));
     }
   }
 
   Status Start() {
     if (compiler_) {
       KSEARCH_RETURN_IF_ERROR(internal::CheckUntrustedCompiles(
-          internal::worker::CompilerOptionsFor(options_.evaluator)));
+          internal::CompilerOptionsFor(options_.evaluator)));
     }
     // Workers find the problem by fingerprint; the first orchestrator of a
     // problem stores it, later ones find it there.
@@ -154,33 +155,22 @@ class QueueEvaluatorImpl final : public QueueEvaluator {
     // Compiles on CPU threads; the loop below enqueues what they finish.
     std::mutex ready_mutex;
     std::deque<std::pair<size_t, std::optional<StatusOr<CompileResult>>>> ready;
-    std::atomic<size_t> next{0};
     std::atomic<bool> stop_compiles{false};
     std::vector<size_t> to_send;
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (!filled[i] && by_job[jobs[i]].front() == i) to_send.push_back(i);
     }
-    std::vector<std::thread> threads;
+    std::optional<internal::TaskGroup> compiles;
     size_t compiled_count = 0;
     if (compiler_ && broken.ok()) {
-      int n = options_.compile_threads > 0
-                  ? options_.compile_threads
-                  : std::clamp(int(std::thread::hardware_concurrency()), 1, 32);
-      n = std::min<int>(n, int(to_send.size()));
-      for (int t = 0; t < n; ++t) {
-        threads.emplace_back([&] {
-          for (size_t k = next++; k < to_send.size() && !stop_compiles; k = next++) {
-            size_t i = to_send[k];
-            auto begin = Clock::now();
-            auto compiled =
-                compiler_->Compile(internal::worker::RequestFor(candidates[i], options_.arch));
-            double ms = std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
-            std::lock_guard lock(ready_mutex);
-            delta.compile_ms += ms;
-            ready.emplace_back(i, std::move(compiled));
-          }
-        });
-      }
+      compiles.emplace(*compile_pool_);
+      internal::CompileEach(*compiler_, *compiles, candidates, to_send, options_.arch,
+                            &stop_compiles,
+                            [&](size_t i, StatusOr<CompileResult> compiled, double ms) {
+                              std::lock_guard lock(ready_mutex);
+                              delta.compile_ms += ms;
+                              ready.emplace_back(i, std::move(compiled));
+                            });
     } else {
       for (size_t i : to_send) ready.emplace_back(i, std::nullopt);
     }
@@ -236,7 +226,7 @@ class QueueEvaluatorImpl final : public QueueEvaluator {
       for (auto& [i, compiled] : batch) {
         if (compiled) ++compiled_count;
         Evaluation failure;
-        if (compiled && internal::worker::FillCompileFailure(*compiled, &failure)) {
+        if (compiled && internal::FillCompileFailure(*compiled, &failure)) {
           // Judged here: a source that does not compile never costs a GPU.
           ++delta.compile_failures;
           for (size_t k : by_job[jobs[i]]) {
@@ -291,7 +281,7 @@ class QueueEvaluatorImpl final : public QueueEvaluator {
       }
     }
     stop_compiles = true;
-    for (std::thread& t : threads) t.join();
+    if (compiles) compiles->Wait();
 
     bool timed_out =
         options_.result_timeout_seconds > 0 &&
@@ -345,6 +335,7 @@ class QueueEvaluatorImpl final : public QueueEvaluator {
   QueueEvaluatorOptions options_;
   std::unique_ptr<Redis> redis_;
   std::unique_ptr<Compiler> compiler_;
+  std::unique_ptr<internal::ThreadPool> compile_pool_;  // with compile_locally
   Keys keys_;
   std::string fingerprint_;
   std::string stream_;

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "core/thread_pool.h"
 #include "ksearch/strategies.h"
 #include "search/search_util.h"
 
@@ -177,7 +178,7 @@ class BranchRun {
   SearchRun run_;
   SearchSummary& summary_ = run_.summary();
   internal::Mailbox mailbox_;
-  std::unique_ptr<internal::WorkerPool> pool_;
+  std::unique_ptr<internal::ThreadPool> pool_;  // model calls
   std::unique_ptr<EvaluationLane> lane_;
   RoundState* current_ = nullptr;
   std::vector<Pending> to_judge_;  // submitted, not yet handed to the lane
@@ -252,7 +253,7 @@ void BranchRun::SubmitPropose(RoundState& rs, int seed_index) {
   request.cancel = run_.generation_cancel();
   request.on_usage = MakeUsageSink();
   ++rs.outstanding_calls;
-  pool_->Submit([this, &rs, seed_index, request] {
+  pool_->Post([this, &rs, seed_index, request] {
     StatusOr<IdeaResult> result = context_.ideas->Propose(request);
     mailbox_.Post([this, &rs, seed_index, result = std::move(result)]() mutable {
       --rs.outstanding_calls;
@@ -302,7 +303,7 @@ void BranchRun::SubmitBranch(RoundState& rs, RoundIdea& idea, const HistoryEntry
   request.on_usage = MakeUsageSink();
   if (failed) ++summary_.repairs;
   ++rs.outstanding_calls;
-  pool_->Submit([this, &rs, &idea, failed, request] {
+  pool_->Post([this, &rs, &idea, failed, request] {
     StatusOr<BranchResult> result = context_.brancher->Branch(request);
     mailbox_.Post([this, &rs, &idea, failed, result = std::move(result)]() mutable {
       --rs.outstanding_calls;
@@ -513,7 +514,7 @@ int64_t BranchRun::RunRound(int round) {
 SearchSummary BranchRun::Run() {
   int threads = std::min(std::max(1, branch_.max_concurrent_calls),
                          std::max(1, options_.seeds * options_.ideas));
-  pool_ = std::make_unique<internal::WorkerPool>(threads);
+  pool_ = std::make_unique<internal::ThreadPool>(threads);
   lane_ = std::make_unique<EvaluationLane>(
       *context_.evaluator, branch_.max_evaluation_batch, run_.evaluation_cancel(), mailbox_,
       [this](std::vector<Pending> batch, std::vector<Evaluation> results, double seconds) {

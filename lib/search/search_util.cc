@@ -55,41 +55,6 @@ std::string FirstErrorLine(std::string_view text, size_t max_bytes) {
   return out;
 }
 
-WorkerPool::WorkerPool(int threads) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Loop(); });
-}
-
-WorkerPool::~WorkerPool() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    done_ = true;
-  }
-  wake_.notify_all();
-  for (std::thread& t : threads_) t.join();
-}
-
-void WorkerPool::Submit(std::function<void()> task) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    tasks_.push_back(std::move(task));
-  }
-  wake_.notify_one();
-}
-
-void WorkerPool::Loop() {
-  for (;;) {
-    std::function<void()> task;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [this] { return done_ || !tasks_.empty(); });
-      if (tasks_.empty()) return;
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
-    }
-    task();
-  }
-}
-
 void Mailbox::Post(std::function<void()> closure) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

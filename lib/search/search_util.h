@@ -37,25 +37,6 @@ int64_t TotalLocalBytes(const Evaluation& evaluation);
 // line), cut to `max_bytes`.
 std::string FirstErrorLine(std::string_view text, size_t max_bytes = 160);
 
-// A fixed set of threads running submitted closures in FIFO order. The
-// destructor runs what is queued, then joins.
-class WorkerPool {
- public:
-  explicit WorkerPool(int threads);
-  ~WorkerPool();
-  WorkerPool(const WorkerPool&) = delete;
-  WorkerPool& operator=(const WorkerPool&) = delete;
-  void Submit(std::function<void()> task);
-
- private:
-  void Loop();
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> tasks_;
-  bool done_ = false;
-  std::vector<std::thread> threads_;
-};
-
 // Closures posted from any thread, run on the thread that calls RunFor (the
 // searcher's own thread, which therefore owns all round state).
 class Mailbox {

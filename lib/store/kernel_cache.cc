@@ -4,7 +4,7 @@
 
 #include "core/hash.h"
 #include "core/plan_resolve.h"
-#include "cuda/compiler.h"
+#include "cuda/candidate_compile.h"
 #include "cuda/driver.h"
 #include "store/records.h"
 #include "store/store_impl.h"
@@ -304,15 +304,11 @@ StatusOr<CachedKernel> KernelCache::Build(const Problem& problem, const DeviceIn
     return FailedPreconditionError("KernelCache::Build: the device has no compute capability");
   }
   internal::CompilerOptions compiler_options;
-  compiler_options.cache_dir = internal::CompileCacheDirectory(options_.compile_cache_dir);
-  if (!compiler_options.cache_dir.empty()) compiler_options.cache_dir += "/cubin";
+  compiler_options.cache_dir = internal::CubinCacheFolder(options_.compile_cache_dir);
   compiler_options.timeout_seconds = options_.compile_timeout_seconds;
   internal::Compiler compiler(compiler_options);
-  std::vector<std::string> flags = candidate.compile_options;
-  for (std::string& d : internal::ParamDefines(candidate.plan)) flags.push_back(std::move(d));
-  internal::CompileRequest request{candidate.source, flags, device.CompileArch(),
-                                   (candidate.id.empty() ? std::string("kernel") : candidate.id) + ".cu"};
-  KSEARCH_ASSIGN_OR_RETURN(internal::CompileResult compiled, compiler.Compile(request));
+  KSEARCH_ASSIGN_OR_RETURN(internal::CompileResult compiled,
+                           compiler.Compile(internal::RequestFor(candidate, device.CompileArch())));
   if (!compiled.ok) {
     return InvalidArgumentError("candidate " + candidate.id + " does not compile for " +
                                 device.Arch() + ":\n" + compiled.log);

@@ -214,13 +214,4 @@ bool ParseArch(std::string_view arch, int* major, int* minor) {
   return true;
 }
 
-std::string CompileCacheDirectory(const std::string& option) {
-  if (option == "off") return "";
-  if (!option.empty()) return option;
-  if (const char* env = std::getenv("KSEARCH_CACHE_DIR"); env && *env) return env;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/ksearch";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/ksearch";
-  return "";
-}
-
 }  // namespace ksearch::internal

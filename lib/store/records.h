@@ -34,12 +34,6 @@ std::string HostName();
 // "sm_90" → (9, 0); "sm_100" → (10, 0). False when not of that form.
 bool ParseArch(std::string_view arch, int* major, int* minor);
 
-// The on-disk compile cache folder the evaluator uses by default
-// ($KSEARCH_CACHE_DIR, $XDG_CACHE_HOME/ksearch, ~/.cache/ksearch), resolved the
-// same way so that a re-compile of a judged candidate hits its cache entry.
-// "off" → "". The cubin cache lives in its "cubin" subfolder.
-std::string CompileCacheDirectory(const std::string& option);
-
 }  // namespace ksearch::internal
 
 #endif  // KSEARCH_STORE_RECORDS_H_

@@ -24,7 +24,7 @@
 #include "ksearch/problem.h"
 #include "ksearch/version.h"
 #include "ksearch/worker_pool.h"
-#include "worker/compile.h"
+#include "cuda/candidate_compile.h"
 #include "worker/messages.h"
 #include "worker/protocol.h"
 

@@ -36,7 +36,7 @@
 #include <thread>
 
 #include "cuda/compiler.h"
-#include "worker/compile.h"
+#include "cuda/candidate_compile.h"
 #include "worker/messages.h"
 #include "worker/pool_testing.h"
 #include "worker/process.h"
@@ -152,8 +152,11 @@ class WorkerPool final : public WorkerPoolEvaluator {
         binary_(std::move(binary)),
         worker_arguments_(std::move(worker_arguments)),
         work_(asio::make_work_guard(io_)) {
-    internal::CompilerOptions copts = CompilerOptionsFor(options_.evaluator);
-    compiler_ = std::make_unique<Compiler>(copts);
+    compiler_ = std::make_unique<Compiler>(internal::CompilerOptionsFor(options_.evaluator));
+    if (!options_.compile_in_workers) {
+      compile_pool_ =
+          std::make_unique<internal::ThreadPool>(internal::DefaultThreads(options_.compile_threads));
+    }
   }
 
   ~WorkerPool() override {
@@ -241,6 +244,7 @@ class WorkerPool final : public WorkerPoolEvaluator {
   const std::string binary_;
   const std::vector<std::string> worker_arguments_;  // test hooks (pool_testing.h)
   std::unique_ptr<Compiler> compiler_;
+  std::unique_ptr<internal::ThreadPool> compile_pool_;  // absent with compile_in_workers
 
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -985,32 +989,19 @@ std::vector<Evaluation> WorkerPool::Evaluate(std::span<const Candidate> candidat
   begun.get_future().wait();
 
   // Compiles run here, on CPU threads, while workers judge what is ready.
-  std::vector<std::thread> compilers;
-  std::atomic<size_t> next{0};
-  if (!options_.compile_in_workers) {
-    unsigned threads = options_.compile_threads > 0
-                           ? static_cast<unsigned>(options_.compile_threads)
-                           : std::clamp(std::thread::hardware_concurrency(), 1u, 32u);
-    threads = static_cast<unsigned>(std::min<size_t>(threads, candidates.size()));
-    for (unsigned t = 0; t < threads; ++t) {
-      compilers.emplace_back([&] {
-        for (size_t i = next++; i < candidates.size(); i = next++) {
-          if (cancel && cancel->load()) {
-            asio::post(io_, [this, i] { OnCompiled(i, CancelledError("cancelled"), 0.0); });
-            continue;
-          }
-          auto start = Clock::now();
-          StatusOr<CompileResult> compiled = compiler_->Compile(RequestFor(candidates[i], arch_));
-          double wall_ms = MsBetween(start, Clock::now());
-          asio::post(io_, [this, i, compiled = std::move(compiled), wall_ms]() mutable {
-            OnCompiled(i, std::move(compiled), wall_ms);
-          });
-        }
-      });
-    }
+  std::optional<internal::TaskGroup> compiles;
+  if (compile_pool_) {
+    compiles.emplace(*compile_pool_);
+    internal::CompileEach(*compiler_, *compiles, candidates, arch_, cancel,
+                          [this](size_t i, StatusOr<CompileResult> compiled, double wall_ms) {
+                            asio::post(io_, [this, i, compiled = std::move(compiled),
+                                             wall_ms]() mutable {
+                              OnCompiled(i, std::move(compiled), wall_ms);
+                            });
+                          });
   }
   finished.wait();
-  for (std::thread& t : compilers) t.join();
+  if (compiles) compiles->Wait();
   return std::move(call.results);
 }
 
@@ -1050,7 +1041,7 @@ StatusOr<std::unique_ptr<WorkerPoolEvaluator>> internal::CreateWorkerPoolEvaluat
   // Where the candidates compile (here or in the workers, on this machine):
   // refused now rather than per candidate.
   KSEARCH_RETURN_IF_ERROR(
-      internal::CheckUntrustedCompiles(CompilerOptionsFor(options.evaluator)));
+      internal::CheckUntrustedCompiles(internal::CompilerOptionsFor(options.evaluator)));
   auto pool = std::make_unique<WorkerPool>(problem, options, std::move(binary),
                                            std::move(worker_arguments));
   KSEARCH_RETURN_IF_ERROR(pool->Start());
