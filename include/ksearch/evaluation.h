@@ -160,7 +160,6 @@ struct Evaluation {
   std::optional<TimingStats> timing;
   std::optional<TimingStats> baseline_timing;
   std::optional<Speedup> speedup;           // against the problem's baseline
-  std::optional<Speedup> speedup_vs_reference;
   double floor_ms = 0.0;                    // roofline floor on this device
   double roofline_fraction = 0.0;           // floor_ms / median_ms
   // A problem with shape cases: one result per case, in the problem's order

@@ -80,9 +80,6 @@ struct EvaluatorOptions {
   bool flush_l2 = true;
   // Time the problem's baseline interleaved with each candidate.
   bool time_baseline = true;
-  // Also time against the reference kernel (always done when there is no
-  // library baseline).
-  bool time_reference = false;
   // Time-out per candidate run (one plan execution) is
   // max(watchdog_floor_seconds, watchdog_reference_multiple × reference time).
   double watchdog_floor_seconds = 2.0;

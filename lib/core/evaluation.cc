@@ -1,7 +1,9 @@
 #include "core/case_results.h"
 #include "ksearch/evaluation.h"
 
-#include <boost/json.hpp>
+#include "core/evaluation_json.h"
+
+#include <boost/json/serialize.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -26,24 +28,6 @@ constexpr std::pair<EvalStatus, std::string_view> kStatusNames[] = {
     {EvalStatus::kSuspiciousSpeed, "suspicious_speed"},
     {EvalStatus::kCancelled, "cancelled"},
 };
-
-boost::json::object TimingToJson(const TimingStats& t) {
-  return {{"median_ms", t.median_ms}, {"min_ms", t.min_ms},       {"p10_ms", t.p10_ms},
-          {"p90_ms", t.p90_ms},       {"ci_low_ms", t.ci_low_ms}, {"ci_high_ms", t.ci_high_ms},
-          {"repetitions", t.repetitions}};
-}
-
-boost::json::object SpeedupToJson(const Speedup& s) {
-  return {{"baseline", s.baseline}, {"ratio", s.ratio}, {"ci_low", s.ci_low},
-          {"ci_high", s.ci_high},   {"pairs", s.pairs}};
-}
-
-// JSON has no NaN or Inf (Boost.JSON would write bare NaN/Infinity): such
-// values become null, which readers take as "not a number".
-boost::json::value Num(double v) {
-  if (!std::isfinite(v)) return nullptr;
-  return v;
-}
 
 std::string Format(const char* format, double a, double b = 0, double c = 0) {
   char text[160];
@@ -95,9 +79,7 @@ std::string Evaluation::Report() const {
            ", p90 " + Format("%.4f", timing->p90_ms) + ", n=" + std::to_string(timing->repetitions) +
            ")\n";
   }
-  for (const auto* s : {speedup ? &*speedup : nullptr,
-                        speedup_vs_reference ? &*speedup_vs_reference : nullptr}) {
-    if (!s) continue;
+  if (const Speedup* s = speedup ? &*speedup : nullptr) {
     out += "  speedup vs " + s->baseline + ": " +
            Format("%.3fx (95%% CI %.3f–%.3f", s->ratio, s->ci_low, s->ci_high) + ", " +
            std::to_string(s->pairs) + " interleaved pairs)\n";
@@ -162,68 +144,7 @@ std::string Evaluation::Report() const {
 }
 
 std::string Evaluation::ToJson() const {
-  boost::json::object o;
-  o["candidate_id"] = candidate_id;
-  o["content_hash"] = content_hash;
-  o["status"] = std::string(ToString(status));
-  o["message"] = message;
-  o["details"] = details;
-  o["device_log"] = device_log;
-  o["checks_not_run"] = boost::json::array(checks_not_run.begin(), checks_not_run.end());
-  o["relaxed_tolerance"] = relaxed_tolerance;
-  boost::json::array res;
-  for (const KernelResources& r : resources) {
-    res.push_back({{"kernel", r.kernel},
-                   {"registers", r.registers},
-                   {"static_shared_bytes", r.static_shared_bytes},
-                   {"max_dynamic_shared_bytes", r.max_dynamic_shared_bytes},
-                   {"local_bytes", r.local_bytes},
-                   {"spill_store_bytes", r.spill_store_bytes},
-                   {"spill_load_bytes", r.spill_load_bytes},
-                   {"max_threads_per_block", r.max_threads_per_block}});
-  }
-  o["resources"] = std::move(res);
-  if (mismatch) {
-    const Mismatch& m = *mismatch;
-    o["mismatch"] = {{"tensor", m.tensor},           {"input_set", m.input_set},
-                     {"phase", m.phase},             {"bad_count", m.bad_count},
-                     {"elements", m.elements},       {"worst_index", m.worst_index},
-                     {"expected", Num(m.expected)},  {"got", Num(m.got)},
-                     {"max_rel_error", Num(m.max_rel_error)}, {"l2_rel_error", Num(m.l2_rel_error)},
-                     {"allowed_l2_rel_error", m.allowed_l2_rel_error}};
-  }
-  o["max_l2_rel_error"] = Num(max_l2_rel_error);
-  o["allowed_l2_rel_error"] = allowed_l2_rel_error;
-  if (timing) o["timing"] = TimingToJson(*timing);
-  if (baseline_timing) o["baseline_timing"] = TimingToJson(*baseline_timing);
-  if (speedup) o["speedup"] = SpeedupToJson(*speedup);
-  if (speedup_vs_reference) o["speedup_vs_reference"] = SpeedupToJson(*speedup_vs_reference);
-  o["floor_ms"] = floor_ms;
-  o["roofline_fraction"] = roofline_fraction;
-  if (!cases.empty()) o["cases"] = internal::CaseResultsToJson(cases);
-  o["device"] = {{"name", device.name},
-                 {"ordinal", device.ordinal},
-                 {"arch", device.Arch()},
-                 {"driver_version", device.driver_version},
-                 {"nvrtc_version", device.nvrtc_version},
-                 {"multiprocessors", device.multiprocessors},
-                 {"l2_bytes", device.l2_bytes},
-                 {"sm_clock_mhz", device.sm_clock_mhz},
-                 {"memory_clock_mhz", device.memory_clock_mhz},
-                 {"peak_bandwidth_gbps", device.peak_bandwidth_gbps},
-                 {"peak_gflops", device.peak_gflops},
-                 {"baseline_library", device.baseline_library}};
-  if (!device.peak_mma_gflops.empty()) {
-    boost::json::object peaks;
-    for (const auto& [path, gflops] : device.peak_mma_gflops) peaks[path] = gflops;
-    o["device"].as_object()["peak_mma_gflops"] = std::move(peaks);
-  }
-  o["compile_cached"] = compile_cached;
-  o["compile_ms"] = compile_ms;
-  o["check_ms"] = check_ms;
-  o["timing_ms"] = timing_ms;
-  o["total_ms"] = total_ms;
-  return boost::json::serialize(o);
+  return boost::json::serialize(internal::EvaluationToJson(*this));
 }
 
 }  // namespace ksearch

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_set>
 
 #include <boost/json/stream_parser.hpp>
@@ -187,6 +188,57 @@ StatusOr<std::vector<std::pair<std::string, int64_t>>> JsonNode::IntMembers() co
     out.emplace_back(key, v);
   }
   return out;
+}
+
+StatusOr<double> NumberFromNode(const JsonNode& node) {
+  if (node.IsNumber()) return node.Double();
+  if (node.element().is_null()) return std::numeric_limits<double>::quiet_NaN();
+  if (node.IsString()) {
+    KSEARCH_ASSIGN_OR_RETURN(std::string text, node.String());
+    if (text == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (text == "inf") return std::numeric_limits<double>::infinity();
+    if (text == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  return node.Error("expected a number (or \"nan\", \"inf\", \"-inf\"), got " + node.Describe());
+}
+
+namespace {
+
+template <typename T, typename Get>
+Status ReadWith(const JsonNode& object, std::string_view key, T* out, Get get) {
+  KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> node, object.Find(key));
+  if (!node) return Status::Ok();
+  KSEARCH_ASSIGN_OR_RETURN(*out, get(*node));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadMember(const JsonNode& object, std::string_view key, std::string* out) {
+  return ReadWith(object, key, out, [](const JsonNode& n) { return n.String(); });
+}
+
+Status ReadMember(const JsonNode& object, std::string_view key, int64_t* out) {
+  return ReadWith(object, key, out, [](const JsonNode& n) { return n.Int(); });
+}
+
+Status ReadMember(const JsonNode& object, std::string_view key, int* out) {
+  int64_t value = *out;
+  KSEARCH_RETURN_IF_ERROR(ReadMember(object, key, &value));
+  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
+    return object.Error(std::string(key) + ": " + std::to_string(value) +
+                        " does not fit in 32 bits");
+  }
+  *out = static_cast<int>(value);
+  return Status::Ok();
+}
+
+Status ReadMember(const JsonNode& object, std::string_view key, double* out) {
+  return ReadWith(object, key, out, NumberFromNode);
+}
+
+Status ReadMember(const JsonNode& object, std::string_view key, bool* out) {
+  return ReadWith(object, key, out, [](const JsonNode& n) { return n.Bool(); });
 }
 
 }  // namespace ksearch::internal

@@ -82,6 +82,19 @@ class JsonNode {
   const std::string* origin_;
 };
 
+// A double: a number, or the string "nan", "inf" or "-inf" (JSON has none of
+// them; core/evaluation_json.h NumberToJson writes them so), or null (NaN).
+StatusOr<double> NumberFromNode(const JsonNode& node);
+
+// Optional members of an object node: absent leaves `*out` unchanged; a
+// present member of the wrong type is an error naming its path. Doubles are
+// read with NumberFromNode; an int that does not fit in 32 bits is an error.
+Status ReadMember(const JsonNode& object, std::string_view key, std::string* out);
+Status ReadMember(const JsonNode& object, std::string_view key, int64_t* out);
+Status ReadMember(const JsonNode& object, std::string_view key, int* out);
+Status ReadMember(const JsonNode& object, std::string_view key, double* out);
+Status ReadMember(const JsonNode& object, std::string_view key, bool* out);
+
 }  // namespace ksearch::internal
 
 #endif  // KSEARCH_CORE_JSON_UTIL_H_

@@ -293,12 +293,16 @@ StatusOr<CompileResult> CompileInHelper(const CompileRequest& request,
     }
     return result;
   }
-  boost::system::error_code ec;
-  boost::json::value json = boost::json::parse(run.answer->json, ec);
-  if (ec || run.answer->type != MessageType::kCompiled || !CompileResultFromJson(json, &result)) {
+  StatusOr<CompileResult> answered =
+      run.answer->type == MessageType::kCompiled
+          ? CompileResultFromJson(run.answer->json, "ksearch-compile's answer")
+          : StatusOr<CompileResult>(InternalError("not a compiled frame"));
+  if (!answered.ok()) {
     return DataLossError("ksearch-compile answered with an unreadable '" +
-                         worker::ToString(run.answer->type) + "' frame");
+                         worker::ToString(run.answer->type) + "' frame (" +
+                         answered.status().message() + ")");
   }
+  result = std::move(*answered);
   // The helper escaped and bounded it already; the caller does not take its
   // word for it. A file the ruleset hides reads as one that is not there:
   // the log does not tell which paths exist outside the toolkit.

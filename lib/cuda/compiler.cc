@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/evaluation_json.h"
 #include "core/file_util.h"
 #include "core/hash.h"
 #include "cuda/compile_helper.h"
@@ -274,10 +275,10 @@ bool Compiler::LoadFromDisk(const std::string& key, CompileResult* result) {
   std::string base = options_.cache_dir + "/" + key;
   auto meta = ReadFile(base + ".json");
   if (!meta.ok()) return false;
-  boost::system::error_code ec;
-  boost::json::value value = boost::json::parse(*meta, ec);
+  auto read = CompileResultFromJson(*meta, base + ".json");
   // A stale or foreign file: recompile.
-  if (ec || !CompileResultFromJson(value, result)) return false;
+  if (!read.ok()) return false;
+  *result = std::move(*read);
   if (result->ok) {
     auto cubin = ReadFile(base + ".cubin", 1u << 30);
     if (!cubin.ok() || cubin->empty()) return false;
@@ -296,44 +297,32 @@ void Compiler::StoreToDisk(const std::string& key, const CompileResult& result) 
 }
 
 boost::json::object CompileResultToJson(const CompileResult& result) {
-  boost::json::array resources;
-  for (const KernelResources& k : result.resources) {
-    resources.push_back({{"kernel", k.kernel},
-                         {"registers", k.registers},
-                         {"static_shared_bytes", k.static_shared_bytes},
-                         {"local_bytes", k.local_bytes},
-                         {"spill_store_bytes", k.spill_store_bytes},
-                         {"spill_load_bytes", k.spill_load_bytes}});
-  }
   return {{"ok", result.ok},
+          {"timed_out", result.timed_out},
+          {"cached", result.cached},
           {"log", result.log},
-          {"compile_ms", result.compile_ms},
-          {"resources", std::move(resources)}};
+          {"compile_ms", NumberToJson(result.compile_ms)},
+          {"resources", ResourcesToJson(result.resources)}};
 }
 
-bool CompileResultFromJson(const boost::json::value& json, CompileResult* result) {
-  if (!json.is_object()) return false;
-  const boost::json::object& o = json.as_object();
-  try {
-    result->ok = o.at("ok").as_bool();
-    result->log = std::string(o.at("log").as_string());
-    result->compile_ms = o.at("compile_ms").to_number<double>();
-    result->resources.clear();
-    for (const auto& r : o.at("resources").as_array()) {
-      const auto& ro = r.as_object();
-      KernelResources k;
-      k.kernel = std::string(ro.at("kernel").as_string());
-      k.registers = static_cast<int>(ro.at("registers").as_int64());
-      k.static_shared_bytes = ro.at("static_shared_bytes").as_int64();
-      k.local_bytes = ro.at("local_bytes").as_int64();
-      k.spill_store_bytes = ro.at("spill_store_bytes").as_int64();
-      k.spill_load_bytes = ro.at("spill_load_bytes").as_int64();
-      result->resources.push_back(k);
-    }
-  } catch (const std::exception&) {
-    return false;
+StatusOr<CompileResult> CompileResultFromNode(const JsonNode& node) {
+  CompileResult result;
+  KSEARCH_ASSIGN_OR_RETURN(JsonNode ok, node.Required("ok"));
+  KSEARCH_ASSIGN_OR_RETURN(result.ok, ok.Bool());
+  KSEARCH_RETURN_IF_ERROR(ReadMember(node, "timed_out", &result.timed_out));
+  KSEARCH_RETURN_IF_ERROR(ReadMember(node, "cached", &result.cached));
+  KSEARCH_RETURN_IF_ERROR(ReadMember(node, "log", &result.log));
+  KSEARCH_RETURN_IF_ERROR(ReadMember(node, "compile_ms", &result.compile_ms));
+  KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> resources, node.Find("resources"));
+  if (resources) {
+    KSEARCH_ASSIGN_OR_RETURN(result.resources, ResourcesFromNode(*resources));
   }
-  return true;
+  return result;
+}
+
+StatusOr<CompileResult> CompileResultFromJson(std::string_view json, std::string_view origin) {
+  KSEARCH_ASSIGN_OR_RETURN(std::unique_ptr<JsonDocument> doc, JsonDocument::Parse(json, origin));
+  return CompileResultFromNode(JsonNode::Root(*doc));
 }
 
 std::vector<KernelResources> ParsePtxasLog(const std::string& log) {

@@ -27,6 +27,7 @@
 
 #include <boost/json/fwd.hpp>
 
+#include "core/json_util.h"
 #include "ksearch/evaluation.h"
 #include "ksearch/status.h"
 
@@ -123,10 +124,14 @@ Status CheckUntrustedCompiles(const CompilerOptions& options);
 // (EscapeLog) and truncated to `max_log_bytes` with a note.
 CompileResult CompileWithNvrtc(const CompileRequest& request, int64_t max_log_bytes);
 
-// The JSON of a result (without the cubin), as the disk cache and the
-// helper's answer carry it, and back; false for a malformed document.
+// The JSON of a result without the cubin (ok, timed_out, cached, log,
+// compile_ms, resources as in core/evaluation_json.h), as the disk cache, the
+// helper's answer and the worker protocol carry it, and back. "ok" must be
+// there; the rest is optional. Errors: kInvalidArgument naming `origin` (or
+// the node's) and the field.
 boost::json::object CompileResultToJson(const CompileResult& result);
-bool CompileResultFromJson(const boost::json::value& json, CompileResult* result);
+StatusOr<CompileResult> CompileResultFromNode(const JsonNode& node);
+StatusOr<CompileResult> CompileResultFromJson(std::string_view json, std::string_view origin);
 
 // `log` with control characters made visible, so that bytes of a source
 // quoted in a log cannot drive a terminal: C0 controls other than \n and \t,

@@ -5,7 +5,6 @@
 #include <memory>
 
 #include "core/json_util.h"
-#include "worker/evaluation_json.h"
 #include "worker/messages.h"
 
 namespace ksearch::internal::queue {

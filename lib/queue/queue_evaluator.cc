@@ -13,7 +13,7 @@
 #include "queue/job.h"
 #include "queue/redis.h"
 #include "cuda/candidate_compile.h"
-#include "worker/evaluation_json.h"
+#include "core/evaluation_json.h"
 
 namespace ksearch {
 namespace {
@@ -92,7 +92,7 @@ class QueueEvaluatorImpl final : public QueueEvaluator {
     auto fill = [&](const std::string& job, const std::string& json, const std::string& worker) {
       auto found = by_job.find(job);
       if (found == by_job.end()) return;
-      auto evaluation = internal::worker::EvaluationFromJson(json, "queue result " + job);
+      auto evaluation = internal::EvaluationFromJson(json, "queue result " + job);
       for (size_t i : found->second) {
         if (filled[i]) continue;
         if (evaluation.ok()) {

@@ -12,7 +12,7 @@
 #include "queue/job.h"
 #include "queue/queue_testing.h"
 #include "queue/redis.h"
-#include "worker/evaluation_json.h"
+#include "core/evaluation_json.h"
 
 namespace ksearch {
 namespace {
@@ -202,7 +202,7 @@ class Worker {
 
   Status Publish(const Job& job, const std::string& run, const std::string& id,
                  const Evaluation& evaluation) {
-    std::string json = internal::worker::EvaluationToWireJson(evaluation);
+    std::string json = evaluation.ToJson();
     KSEARCH_ASSIGN_OR_RETURN(
         Reply r,
         redis_->Command({"EVAL", internal::queue::kPublishScript, "5", keys_.Results(run),

@@ -3,7 +3,7 @@
 #include <boost/json.hpp>
 
 #include "core/json_util.h"
-#include "worker/evaluation_json.h"
+#include "core/evaluation_json.h"
 
 namespace ksearch::internal::worker {
 namespace {
@@ -51,7 +51,6 @@ boost::json::object OptionsToJson(const EvaluatorOptions& o) {
           {"capture_device_output", o.capture_device_output},
           {"flush_l2", o.flush_l2},
           {"time_baseline", o.time_baseline},
-          {"time_reference", o.time_reference},
           {"watchdog_floor_seconds", o.watchdog_floor_seconds},
           {"watchdog_reference_multiple", o.watchdog_reference_multiple},
           {"suspicious_floor_fraction", o.suspicious_floor_fraction}};
@@ -86,60 +85,11 @@ StatusOr<EvaluatorOptions> OptionsFromNode(const JsonNode& n) {
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "capture_device_output", &o.capture_device_output));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "flush_l2", &o.flush_l2));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "time_baseline", &o.time_baseline));
-  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "time_reference", &o.time_reference));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "watchdog_floor_seconds", &o.watchdog_floor_seconds));
   KSEARCH_RETURN_IF_ERROR(
       ReadMember(n, "watchdog_reference_multiple", &o.watchdog_reference_multiple));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "suspicious_floor_fraction", &o.suspicious_floor_fraction));
   return o;
-}
-
-boost::json::object CompiledToJson(const CompileResult& r) {
-  boost::json::array resources;
-  for (const KernelResources& k : r.resources) {
-    resources.push_back(
-        boost::json::object{{"kernel", k.kernel},
-                            {"registers", k.registers},
-                            {"static_shared_bytes", k.static_shared_bytes},
-                            {"max_dynamic_shared_bytes", k.max_dynamic_shared_bytes},
-                            {"local_bytes", k.local_bytes},
-                            {"spill_store_bytes", k.spill_store_bytes},
-                            {"spill_load_bytes", k.spill_load_bytes},
-                            {"max_threads_per_block", k.max_threads_per_block}});
-  }
-  return {{"ok", r.ok},
-          {"timed_out", r.timed_out},
-          {"log", r.log},
-          {"resources", std::move(resources)},
-          {"compile_ms", NumberToJson(r.compile_ms)},
-          {"cached", r.cached}};
-}
-
-StatusOr<CompileResult> CompiledFromNode(const JsonNode& n) {
-  CompileResult r;
-  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "ok", &r.ok));
-  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "timed_out", &r.timed_out));
-  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "log", &r.log));
-  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "compile_ms", &r.compile_ms));
-  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "cached", &r.cached));
-  KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> resources, n.Find("resources"));
-  if (resources) {
-    KSEARCH_ASSIGN_OR_RETURN(std::vector<JsonNode> items, resources->Array());
-    for (const JsonNode& item : items) {
-      KernelResources k;
-      KSEARCH_RETURN_IF_ERROR(ReadMember(item, "kernel", &k.kernel));
-      KSEARCH_RETURN_IF_ERROR(ReadMember(item, "registers", &k.registers));
-      KSEARCH_RETURN_IF_ERROR(ReadMember(item, "static_shared_bytes", &k.static_shared_bytes));
-      KSEARCH_RETURN_IF_ERROR(
-          ReadMember(item, "max_dynamic_shared_bytes", &k.max_dynamic_shared_bytes));
-      KSEARCH_RETURN_IF_ERROR(ReadMember(item, "local_bytes", &k.local_bytes));
-      KSEARCH_RETURN_IF_ERROR(ReadMember(item, "spill_store_bytes", &k.spill_store_bytes));
-      KSEARCH_RETURN_IF_ERROR(ReadMember(item, "spill_load_bytes", &k.spill_load_bytes));
-      KSEARCH_RETURN_IF_ERROR(ReadMember(item, "max_threads_per_block", &k.max_threads_per_block));
-      r.resources.push_back(std::move(k));
-    }
-  }
-  return r;
 }
 
 // Sequence numbers travel as strings for the same reason as seeds: JSON
@@ -221,7 +171,7 @@ Frame Encode(const JudgeMessage& m) {
                         {"candidate", CandidateToJson(m.candidate)}};
   std::string attachment;
   if (m.compiled) {
-    o["compiled"] = CompiledToJson(*m.compiled);
+    o["compiled"] = CompileResultToJson(*m.compiled);
     attachment = m.compiled->cubin;
   }
   return MakeFrame(MessageType::kJudge, o, std::move(attachment));
@@ -235,7 +185,7 @@ Frame Encode(const ResultMessage& m) {
   // The evaluation is embedded as text: it has its own reader, shared with
   // other users of the wire form.
   return MakeFrame(MessageType::kResult, {{"seq", std::to_string(m.seq)},
-                                          {"evaluation", EvaluationToWireJson(m.evaluation)}});
+                                          {"evaluation", boost::json::serialize(EvaluationToJson(m.evaluation))}});
 }
 
 Frame Encode(const ByeMessage& m) { return MakeFrame(MessageType::kBye, {{"reason", m.reason}}); }
@@ -293,7 +243,7 @@ StatusOr<JudgeMessage> DecodeJudge(const Frame& frame) {
   KSEARCH_ASSIGN_OR_RETURN(m.candidate, CandidateFromNode(candidate));
   KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> compiled, root.Find("compiled"));
   if (compiled) {
-    KSEARCH_ASSIGN_OR_RETURN(m.compiled, CompiledFromNode(*compiled));
+    KSEARCH_ASSIGN_OR_RETURN(m.compiled, CompileResultFromNode(*compiled));
     m.compiled->cubin = frame.attachment;
   }
   return m;

@@ -12,8 +12,6 @@
 #include <string>
 
 #include "test_util.h"
-#include "store/records.h"
-#include "worker/evaluation_json.h"
 #include "worker/messages.h"
 
 namespace ksearch::internal::worker {
@@ -260,43 +258,33 @@ Evaluation SampleEvaluation() {
   return e;
 }
 
-TEST(EvaluationJson, WireRoundTripKeepsNonFiniteNumbersAndTheWholeDevice) {
+// The evaluation's own form is tested with its codec (tests/core); here, that
+// a result frame carries all of it.
+TEST(Messages, ResultCarriesTheWholeEvaluation) {
   Evaluation e = SampleEvaluation();
-  auto back = EvaluationFromJson(EvaluationToWireJson(e), "test");
+  auto back = DecodeResult(Encode(ResultMessage{42, e}));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(back->status, EvalStatus::kUnwrittenOutput);
-  EXPECT_EQ(back->details, e.details);
-  ASSERT_TRUE(back->mismatch.has_value());
-  EXPECT_TRUE(std::isnan(back->mismatch->got));
-  EXPECT_TRUE(std::isinf(back->mismatch->max_rel_error));
-  EXPECT_EQ(back->mismatch->expected, 0.25);
-  ASSERT_TRUE(back->timing.has_value());
-  EXPECT_EQ(back->timing->repetitions, 40);
-  EXPECT_EQ(back->speedup->baseline, "reference_fp32");
-  EXPECT_EQ(back->device.Arch(), "sm_90");
-  EXPECT_EQ(back->device.global_memory_bytes, e.device.global_memory_bytes);
-  EXPECT_EQ(back->resources[0].max_threads_per_block, 1024);
-  EXPECT_EQ(back->Report(), e.Report());
+  EXPECT_EQ(back->seq, 42u);
+  const Evaluation& b = back->evaluation;
+  EXPECT_EQ(b.status, EvalStatus::kUnwrittenOutput);
+  EXPECT_EQ(b.details, e.details);
+  ASSERT_TRUE(b.mismatch.has_value());
+  EXPECT_TRUE(std::isnan(b.mismatch->got));
+  EXPECT_TRUE(std::isinf(b.mismatch->max_rel_error));
+  EXPECT_EQ(b.device.Arch(), "sm_90");
+  EXPECT_EQ(b.device.global_memory_bytes, e.device.global_memory_bytes);
+  EXPECT_EQ(b.resources[0].max_threads_per_block, 1024);
+  EXPECT_EQ(b.ToJson(), e.ToJson());
 }
 
-TEST(EvaluationJson, ReadsThePublicJsonForm) {
-  Evaluation e = SampleEvaluation();
-  e.mismatch->got = 1.0;  // Evaluation::ToJson has no form for NaN
-  e.mismatch->max_rel_error = 3.0;
-  auto back = EvaluationFromJson(e.ToJson(), "test");
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(back->candidate_id, "c9");
-  EXPECT_EQ(back->device.Arch(), "sm_90");
-  EXPECT_EQ(back->Report(), e.Report());
-}
-
-TEST(EvaluationJson, NamesTheBadField) {
-  auto bad = EvaluationFromJson(R"({"status": "melted"})", "worker evaluation");
+TEST(Messages, AResultWithABadEvaluationNamesTheField) {
+  Frame frame = Encode(ResultMessage{1, SampleEvaluation()});
+  frame.json = R"({"seq":"1","evaluation":"{\"status\": \"melted\"}"})";
+  auto bad = DecodeResult(frame);
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("melted"), std::string::npos);
-  auto wrong_type = EvaluationFromJson(R"({"status": "ok", "timing": {"median_ms": "fast"}})", "e");
-  EXPECT_NE(wrong_type.status().message().find("timing.median_ms"), std::string::npos)
-      << wrong_type.status().message();
+  EXPECT_NE(bad.status().message().find("worker evaluation: status: unknown evaluation status \"melted\""),
+            std::string::npos)
+      << bad.status().message();
 }
 
 // Per-case results read back the same from each form: the worker's wire
@@ -351,9 +339,11 @@ TEST(EvaluationJson, CarriesPerCaseResultsInEveryForm) {
     EXPECT_EQ(back->cases[1].message, odd.message) << form;
     EXPECT_EQ(back->Report(), e.Report()) << form;
   };
-  expect_cases(EvaluationFromJson(EvaluationToWireJson(e), "wire"), "wire");
+  // One codec: the result frame and the public form read the same.
+  auto frame = DecodeResult(Encode(ResultMessage{7, e}));
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  expect_cases(frame->evaluation, "wire");
   expect_cases(EvaluationFromJson(e.ToJson(), "public"), "public");
-  expect_cases(internal::EvaluationFromJson(e.ToJson(), "store"), "store");
   EXPECT_NE(e.Report().find("case odd (M=17 N=256, check-only): wrong_result"), std::string::npos)
       << e.Report();
   // A one-shape evaluation writes no "cases".
