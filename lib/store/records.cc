@@ -30,10 +30,6 @@ StatusOr<std::vector<std::string>> StringListFromJson(std::string_view json, std
   return out;
 }
 
-std::string JsonQuote(std::string_view text) {
-  return boost::json::serialize(boost::json::value(boost::json::string_view(text.data(), text.size())));
-}
-
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

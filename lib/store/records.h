@@ -9,18 +9,21 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/json/object.hpp>
+
 #include "core/evaluation_json.h"
 #include "ksearch/evaluation.h"
+#include "ksearch/store.h"
 #include "ksearch/status.h"
 
 namespace ksearch::internal {
 
+// RunInfo::ToJson's object, to embed in a larger document.
+boost::json::object RunInfoToJson(const RunInfo& run);
+
 // ["a","b"] and back. Errors: kInvalidArgument.
 std::string StringListToJson(const std::vector<std::string>& items);
 StatusOr<std::vector<std::string>> StringListFromJson(std::string_view json, std::string_view origin);
-
-// A JSON string literal (quotes included) for `text`.
-std::string JsonQuote(std::string_view text);
 
 // Milliseconds since the Unix epoch, now.
 int64_t NowUnixMs();

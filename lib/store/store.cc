@@ -291,41 +291,51 @@ bool RunInfo::LooksAbandoned() const {
   return IsZombie(pid);
 }
 
-std::string RunInfo::ToJson() const {
+namespace {
+
+boost::json::value OptionalNumber(const std::optional<double>& value) {
+  return value ? internal::NumberToJson(*value) : boost::json::value(nullptr);
+}
+
+}  // namespace
+
+std::string RunInfo::ToJson() const { return boost::json::serialize(internal::RunInfoToJson(*this)); }
+
+boost::json::object internal::RunInfoToJson(const RunInfo& r) {
   boost::json::object o;
-  o["id"] = id;
-  o["problem_name"] = problem_name;
-  o["problem_fingerprint"] = problem_fingerprint;
-  o["strategy"] = strategy;
+  o["id"] = r.id;
+  o["problem_name"] = r.problem_name;
+  o["problem_fingerprint"] = r.problem_fingerprint;
+  o["strategy"] = r.strategy;
   boost::system::error_code ec;
-  boost::json::value options = boost::json::parse(options_json, ec);
-  o["options"] = ec ? boost::json::value(options_json) : options;
-  o["seed"] = seed;
-  o["ksearch_version"] = ksearch_version;
-  o["nvrtc_version"] = nvrtc_version;
-  o["driver_version"] = driver_version;
-  o["device_name"] = device_name;
-  o["device_arch"] = device_arch;
-  o["host"] = host;
-  o["pid"] = pid;
-  o["sessions"] = sessions;
-  o["started_unix_ms"] = started_unix_ms;
-  o["ended_unix_ms"] = ended_unix_ms;
-  o["status"] = std::string(ToString(status));
-  o["abandoned"] = LooksAbandoned();
-  o["termination"] = termination;
-  o["message"] = message;
-  o["candidates"] = candidates;
-  o["correct"] = correct;
-  o["compiled"] = compiled;
-  o["best_candidate_id"] = best_candidate_id;
-  o["best_median_ms"] = best_median_ms ? boost::json::value(*best_median_ms) : nullptr;
-  o["best_speedup"] = best_speedup ? boost::json::value(*best_speedup) : nullptr;
-  o["llm_exchanges"] = llm_exchanges;
-  o["input_tokens"] = input_tokens;
-  o["output_tokens"] = output_tokens;
-  o["cost_usd"] = cost_usd;
-  return boost::json::serialize(o);
+  boost::json::value options = boost::json::parse(r.options_json, ec);
+  o["options"] = ec ? boost::json::value(r.options_json) : options;
+  o["seed"] = r.seed;
+  o["ksearch_version"] = r.ksearch_version;
+  o["nvrtc_version"] = r.nvrtc_version;
+  o["driver_version"] = r.driver_version;
+  o["device_name"] = r.device_name;
+  o["device_arch"] = r.device_arch;
+  o["host"] = r.host;
+  o["pid"] = r.pid;
+  o["sessions"] = r.sessions;
+  o["started_unix_ms"] = r.started_unix_ms;
+  o["ended_unix_ms"] = r.ended_unix_ms;
+  o["status"] = std::string(ToString(r.status));
+  o["abandoned"] = r.LooksAbandoned();
+  o["termination"] = r.termination;
+  o["message"] = r.message;
+  o["candidates"] = r.candidates;
+  o["correct"] = r.correct;
+  o["compiled"] = r.compiled;
+  o["best_candidate_id"] = r.best_candidate_id;
+  o["best_median_ms"] = OptionalNumber(r.best_median_ms);
+  o["best_speedup"] = OptionalNumber(r.best_speedup);
+  o["llm_exchanges"] = r.llm_exchanges;
+  o["input_tokens"] = r.input_tokens;
+  o["output_tokens"] = r.output_tokens;
+  o["cost_usd"] = internal::NumberToJson(r.cost_usd);
+  return o;
 }
 
 SearchHistory RunHistory::ToSearchHistory() const {
@@ -355,30 +365,28 @@ std::map<std::string, int64_t> RunHistory::CountByStatus() const {
 }
 
 std::string RunHistory::SummaryJson() const {
-  std::string out = "{\"run\":" + run.ToJson();
-  out += ",\"rounds\":" + std::to_string(rounds.size());
-  out += ",\"ideas\":" + std::to_string(ideas.size());
-  out += ",\"by_status\":{";
-  bool first = true;
-  for (const auto& [status, count] : CountByStatus()) {
-    out += (first ? "" : ",") + internal::JsonQuote(status) + ":" + std::to_string(count);
-    first = false;
-  }
-  out += "},\"best\":";
+  boost::json::object o;
+  o["run"] = internal::RunInfoToJson(run);
+  o["rounds"] = rounds.size();
+  o["ideas"] = ideas.size();
+  boost::json::object by_status;
+  for (const auto& [status, count] : CountByStatus()) by_status[status] = count;
+  o["by_status"] = std::move(by_status);
+  o["best"] = nullptr;
   if (const HistoryEntry* best = Best()) {
     const Candidate& c = best->candidate;
-    out += "{\"candidate\":{\"id\":" + internal::JsonQuote(c.id) +
-           ",\"content_hash\":" + internal::JsonQuote(c.ContentHash()) +
-           ",\"parent_id\":" + internal::JsonQuote(c.provenance.parent_id) +
-           ",\"idea_id\":" + internal::JsonQuote(c.provenance.idea_id) +
-           ",\"round\":" + std::to_string(c.provenance.round) +
-           ",\"generator\":" + internal::JsonQuote(c.provenance.generator) +
-           ",\"plan\":" + c.plan.ToJson() + ",\"source\":" + internal::JsonQuote(c.source) +
-           "},\"evaluation\":" + best->evaluation.ToJson() + "}";
-  } else {
-    out += "null";
+    o["best"] = {{"candidate",
+                  {{"id", c.id},
+                   {"content_hash", c.ContentHash()},
+                   {"parent_id", c.provenance.parent_id},
+                   {"idea_id", c.provenance.idea_id},
+                   {"round", c.provenance.round},
+                   {"generator", c.provenance.generator},
+                   {"plan", boost::json::parse(c.plan.ToJson())},
+                   {"source", c.source}}},
+                 {"evaluation", internal::EvaluationToJson(best->evaluation)}};
   }
-  return out + "}";
+  return boost::json::serialize(o);
 }
 
 std::string ArgvToOptionsJson(const std::vector<std::string>& argv) {

@@ -13,6 +13,7 @@
 
 #include "ksearch/run_session.h"
 #include "ksearch/store.h"
+#include "core/file_util.h"
 #include "store/records.h"
 #include "store_test_util.h"
 #include "test_util.h"
@@ -328,6 +329,40 @@ TEST(EvaluationJson, RoundTripsEveryField) {
   EXPECT_EQ(parsed->ToJson(), e.ToJson());
   EXPECT_EQ(parsed->device.cc_major, 10);
   EXPECT_TRUE(std::isnan(parsed->mismatch->got));
+}
+
+// tests/store/data/main-7416fce.db: `ksearch run softmax --compile-only
+// --arch sm_90 --rounds 2 --batch 3`, written by main at 7416fce, before the
+// one evaluation codec (NaN as null, the device as its arch only).
+TEST(Store, OpensAndShowsADatabaseWrittenBeforeTheOneCodec) {
+  TempDir dir;
+  const std::string path = dir.path() + "/old.db";
+  auto fixture = internal::ReadFile(std::string(KSEARCH_TEST_DATA_DIR) + "/data/main-7416fce.db",
+                                    1 << 24);
+  ASSERT_TRUE(fixture.ok()) << fixture.status().ToString();
+  ASSERT_TRUE(internal::WriteFileAtomically(path, *fixture).ok());
+  Store::Options read_only;
+  read_only.read_only = true;
+  auto store = Store::Open(path, read_only);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto runs = (*store)->ListRuns();
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  ASSERT_EQ(runs->size(), 1u);
+  auto history = (*store)->LoadRunHistory((*runs)[0].id);
+  ASSERT_TRUE(history.ok()) << history.status().ToString();
+  ASSERT_EQ(history->entries.size(), 6u);
+  for (const HistoryEntry& e : history->entries) {
+    EXPECT_EQ(e.evaluation.status, EvalStatus::kCompiled) << e.candidate.id;
+    EXPECT_EQ(e.evaluation.device.Arch(), "sm_90");
+    EXPECT_FALSE(e.evaluation.resources.empty());
+    EXPECT_EQ(e.evaluation.content_hash, e.candidate.ContentHash());
+    auto again = internal::EvaluationFromJson(e.evaluation.ToJson(), "again");
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->ToJson(), e.evaluation.ToJson());
+  }
+  ASSERT_NE(history->Best(), nullptr);
+  auto summary = internal::JsonDocument::Parse(history->SummaryJson(), "show --json");
+  EXPECT_TRUE(summary.ok()) << summary.status().ToString();
 }
 
 TEST(Store, TellsAKilledRunFromARunningOne) {

@@ -18,6 +18,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "json_out.h"
 #include "ksearch/evaluator.h"
 #include "ksearch/http_llm_client.h"
 #include "ksearch/kernel_cache.h"
@@ -63,17 +64,15 @@ Status ScriptMockFromProblem(MockLlmServer& mock, const Problem& problem, int ro
   constexpr int kScriptedRounds = 16;
   int scripted = rounds > 0 ? std::min(rounds, 64) : kScriptedRounds;
   for (int r = 0; r <= scripted; ++r) {
-    std::string ideas = "```json\n[";
+    boost::json::array ideas;
     for (size_t j = 0; j < kAllIdeaCategories.size(); ++j) {
       size_t v = (static_cast<size_t>(r) * kAllIdeaCategories.size() + j + 1) % n;
-      ideas += std::string(j ? ",\n " : "") + "{\"category\": \"" +
-               std::string(ToString(kAllIdeaCategories[j])) +
-               "\", \"idea\": \"Try the kernel of mock variant " + std::to_string(v) + ".\"}";
+      ideas.push_back({{"category", ToString(kAllIdeaCategories[j])},
+                       {"idea", "Try the kernel of mock variant " + std::to_string(v) + "."}});
     }
-    ideas += "]\n```\n";
     MockRule rule;
     rule.regex = r < scripted ? "# Round " + std::to_string(r) + ":" : "# Round \\d+:";
-    rule.reply.content = ideas;
+    rule.reply.content = "```json\n" + boost::json::serialize(ideas) + "\n```\n";
     KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
   }
   for (size_t v = 0; v < n; ++v) {
@@ -170,38 +169,6 @@ struct RunArgs {
   double llm_timeout = 240.0;
   int llm_attempts = 5;
 };
-
-std::string JsonString(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buffer[8];
-          std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
-          out += buffer;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 // The live progress line: rewritten in place on a terminal, one line per
 // round otherwise (logs, CI), plus one every --progress-every seconds when
@@ -493,66 +460,58 @@ int64_t StatusCount(const SearchSummary& s, const char* status) {
   return it == s.by_status.end() ? 0 : it->second;
 }
 
-void PrintJson(const SearchSummary& s, int64_t run_id, const TimeSplit& t) {
-  std::ostringstream out;
-  out << "{\"run\":" << run_id << ",\"strategy\":" << JsonString(s.strategy)
-      << ",\"termination\":" << JsonString(ToString(s.termination));
-  if (!s.error.ok()) out << ",\"error\":" << JsonString(s.error.ToString());
-  out << ",\"rounds\":" << s.rounds << ",\"ideas\":" << s.ideas
-      << ",\"candidates\":" << s.candidates << ",\"correct\":" << StatusCount(s, "ok")
-      << ",\"compiled\":" << StatusCount(s, "compiled")
-      << ",\"repairs\":" << s.repairs << ",\"input_tokens\":" << s.input_tokens
-      << ",\"output_tokens\":" << s.output_tokens << ",\"cost_usd\":" << s.cost_usd
-      << ",\"wall_seconds\":" << s.wall_seconds << ",\"gpu_seconds\":" << s.gpu_seconds
-      << ",\"candidates_per_minute\":" << t.candidates_per_minute << ",\"time\":{"
-      << "\"wall_seconds\":" << s.wall_seconds << ",\"evaluator_seconds\":" << s.gpu_seconds
-      << ",\"compile_seconds\":" << t.compile_seconds
-      << ",\"check_seconds\":" << t.check_seconds << ",\"timing_seconds\":" << t.timing_seconds
-      << ",\"model_seconds\":";
-  if (t.model_seconds) {
-    out << *t.model_seconds;
-  } else {
-    out << "null";
-  }
-  out << "},\"by_status\":{";
-  bool first = true;
-  for (const auto& [status, count] : s.by_status) {
-    out << (first ? "" : ",") << JsonString(status) << ":" << count;
-    first = false;
-  }
-  out << "},\"best_candidate_id\":" << (s.best ? JsonString(s.best->candidate.id) : "null")
-      << ",\"best\":" << (s.best ? s.best->evaluation.ToJson() : "null")
-      << ",\"best_plan\":" << (s.best ? s.best->candidate.plan.ToJson() : "null")
-      << ",\"best_source\":" << (s.best ? JsonString(s.best->candidate.source) : "null")
-      << ",\"tree\":{\"ideas\":[";
-  first = true;
+void PrintSummaryJson(const SearchSummary& s, int64_t run_id, const TimeSplit& t) {
+  boost::json::object o;
+  o["run"] = run_id;
+  o["strategy"] = s.strategy;
+  o["termination"] = ToString(s.termination);
+  if (!s.error.ok()) o["error"] = s.error.ToString();
+  o["rounds"] = s.rounds;
+  o["ideas"] = s.ideas;
+  o["candidates"] = s.candidates;
+  o["correct"] = StatusCount(s, "ok");
+  o["compiled"] = StatusCount(s, "compiled");
+  o["repairs"] = s.repairs;
+  o["input_tokens"] = s.input_tokens;
+  o["output_tokens"] = s.output_tokens;
+  o["cost_usd"] = Number(s.cost_usd);
+  o["wall_seconds"] = Number(s.wall_seconds);
+  o["gpu_seconds"] = Number(s.gpu_seconds);
+  o["candidates_per_minute"] = Number(t.candidates_per_minute);
+  o["time"] = {{"wall_seconds", Number(s.wall_seconds)},
+               {"evaluator_seconds", Number(s.gpu_seconds)},
+               {"compile_seconds", Number(t.compile_seconds)},
+               {"check_seconds", Number(t.check_seconds)},
+               {"timing_seconds", Number(t.timing_seconds)},
+               {"model_seconds", Number(t.model_seconds)}};
+  boost::json::object by_status;
+  for (const auto& [status, count] : s.by_status) by_status[status] = count;
+  o["by_status"] = std::move(by_status);
+  o["best_candidate_id"] = s.best ? boost::json::value(s.best->candidate.id) : nullptr;
+  o["best"] = s.best ? Embedded(s.best->evaluation.ToJson()) : nullptr;
+  o["best_plan"] = s.best ? Embedded(s.best->candidate.plan.ToJson()) : nullptr;
+  o["best_source"] = s.best ? boost::json::value(s.best->candidate.source) : nullptr;
+  boost::json::array ideas, candidates;
   for (const Idea& i : s.history.ideas) {
-    out << (first ? "" : ",") << "{\"id\":" << JsonString(i.id)
-        << ",\"parent\":" << JsonString(i.parent_id) << ",\"round\":" << i.round
-        << ",\"category\":" << JsonString(ToString(i.category))
-        << ",\"text\":" << JsonString(i.text) << ",\"outcome\":" << JsonString(i.outcome) << "}";
-    first = false;
+    ideas.push_back({{"id", i.id},
+                     {"parent", i.parent_id},
+                     {"round", i.round},
+                     {"category", ToString(i.category)},
+                     {"text", i.text},
+                     {"outcome", i.outcome}});
   }
-  out << "],\"candidates\":[";
-  first = true;
   for (const HistoryEntry& e : s.history.entries) {
-    out << (first ? "" : ",") << "{\"id\":" << JsonString(e.candidate.id)
-        << ",\"parent\":" << JsonString(e.candidate.provenance.parent_id)
-        << ",\"idea\":" << JsonString(e.candidate.provenance.idea_id)
-        << ",\"round\":" << e.candidate.provenance.round
-        << ",\"status\":" << JsonString(ToString(e.evaluation.status));
-    if (e.evaluation.timing) out << ",\"median_ms\":" << e.evaluation.timing->median_ms;
-    out << "}";
-    first = false;
+    boost::json::object c{{"id", e.candidate.id},
+                          {"parent", e.candidate.provenance.parent_id},
+                          {"idea", e.candidate.provenance.idea_id},
+                          {"round", e.candidate.provenance.round},
+                          {"status", ToString(e.evaluation.status)}};
+    if (e.evaluation.timing) c["median_ms"] = Number(e.evaluation.timing->median_ms);
+    candidates.push_back(std::move(c));
   }
-  out << "]},\"notes\":[";
-  first = true;
-  for (const std::string& n : s.notes) {
-    out << (first ? "" : ",") << JsonString(n);
-    first = false;
-  }
-  out << "]}\n";
-  std::cout << out.str();
+  o["tree"] = {{"ideas", std::move(ideas)}, {"candidates", std::move(candidates)}};
+  o["notes"] = boost::json::array(s.notes.begin(), s.notes.end());
+  PrintJson(o);
 }
 
 // "0,1" -> {0, 1}.
@@ -830,7 +789,7 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
   }
   TimeSplit time = SplitTime(*summary, exchanges, store != nullptr || !any_llm);
   if (args.json) {
-    PrintJson(*summary, session ? session->run_id() : 0, time);
+    PrintSummaryJson(*summary, session ? session->run_id() : 0, time);
   } else {
     std::cout << summary->FullReport() << TimeSplitText(*summary, time);
     if (std::string why; args.unsandboxed_compile && !CompileConfinementAvailable(&why)) {

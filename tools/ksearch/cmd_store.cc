@@ -8,6 +8,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "json_out.h"
 #include "ksearch/kernel_cache.h"
 #include "ksearch/problem.h"
 #include "ksearch/run_report.h"
@@ -15,28 +16,6 @@
 
 namespace ksearch::cli {
 namespace {
-
-std::string Quote(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-          out += escaped;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string When(int64_t unix_ms) {
   if (unix_ms <= 0) return "-";
@@ -103,9 +82,9 @@ int ListCommand(const StoreArgs& args) {
   auto runs = (*store)->ListRuns(filter);
   if (!runs.ok()) return Fail(runs.status());
   if (args.json) {
-    std::cout << "[";
-    for (size_t i = 0; i < runs->size(); ++i) std::cout << (i ? "," : "") << (*runs)[i].ToJson();
-    std::cout << "]\n";
+    boost::json::array out;
+    for (const RunInfo& run : *runs) out.push_back(Embedded(run.ToJson()));
+    PrintJson(out);
     return kExitOk;
   }
   if (runs->empty()) {
@@ -213,14 +192,14 @@ int BestCommand(const StoreArgs& args) {
     if (!best.ok()) return Fail(best.status());
   }
   if (args.json) {
-    std::cout << "[";
-    for (size_t i = 0; i < best->size(); ++i) {
-      const RunBest& b = (*best)[i];
-      std::cout << (i ? "," : "") << "{\"run\":" << b.run.ToJson() << ",\"candidate_id\":" << Quote(b.best.candidate.id)
-                << ",\"plan\":" << b.best.candidate.plan.ToJson() << ",\"evaluation\":" << b.best.evaluation.ToJson()
-                << "}";
+    boost::json::array out;
+    for (const RunBest& b : *best) {
+      out.push_back({{"run", Embedded(b.run.ToJson())},
+                     {"candidate_id", b.best.candidate.id},
+                     {"plan", Embedded(b.best.candidate.plan.ToJson())},
+                     {"evaluation", Embedded(b.best.evaluation.ToJson())}});
     }
-    std::cout << "]\n";
+    PrintJson(out);
     return best->empty() ? kExitRejected : kExitOk;
   }
   if (best->empty()) {
@@ -260,10 +239,12 @@ int ExportCommand(const StoreArgs& args) {
   auto exported = ExportRunKernel(**store, *id, options);
   if (!exported.ok()) return Fail(exported.status());
   if (args.json) {
-    std::cout << "{\"candidate_id\":" << Quote(exported->candidate_id) << ",\"source\":" << Quote(exported->source_path)
-              << ",\"plan\":" << Quote(exported->plan_path) << ",\"cubin\":" << Quote(exported->cubin_path)
-              << ",\"header\":" << Quote(exported->header_path) << ",\"evaluation\":"
-              << Quote(exported->evaluation_path) << "}\n";
+    PrintJson(boost::json::object{{"candidate_id", exported->candidate_id},
+                                  {"source", exported->source_path},
+                                  {"plan", exported->plan_path},
+                                  {"cubin", exported->cubin_path},
+                                  {"header", exported->header_path},
+                                  {"evaluation", exported->evaluation_path}});
     return kExitOk;
   }
   std::cout << "exported candidate " << exported->candidate_id << " of run " << *id << ":\n  "
