@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "core/url.h"
+
 namespace ksearch::llm {
 namespace {
 
@@ -56,52 +58,30 @@ StatusOr<Url> ParseUrl(std::string_view text) {
   auto bad = [&](std::string_view why) {
     return InvalidArgumentError("base URL \"" + original + "\": " + std::string(why));
   };
-  Url url;
-  std::string lower = Lower(text.substr(0, 8));
-  if (lower.rfind("https://", 0) == 0) {
-    url.tls = true;
-    text.remove_prefix(8);
-  } else if (lower.rfind("http://", 0) == 0) {
-    text.remove_prefix(7);
-  } else {
+  StatusOr<internal::UrlParts> parts = internal::SplitUrl(text);
+  if (!parts.ok() && text.find("://") != std::string_view::npos) {
+    return bad(parts.status().message());
+  }
+  if (!parts.ok() || !parts->has_authority ||
+      (parts->scheme != "http" && parts->scheme != "https")) {
     return bad("expected http:// or https://");
   }
-  if (text.find_first_of("?#") != std::string_view::npos) {
-    return bad("a query or fragment is not allowed");
-  }
-  size_t slash = text.find('/');
-  std::string_view authority = text.substr(0, slash);
-  std::string_view path = slash == std::string_view::npos ? "" : text.substr(slash);
-  if (authority.find('@') != std::string_view::npos) {
+  if (parts->has_query || parts->has_fragment) return bad("a query or fragment is not allowed");
+  if (parts->has_userinfo) {
     return bad("user information is not allowed (pass the key in the options)");
   }
-  std::string_view port_text;
-  if (!authority.empty() && authority.front() == '[') {
-    size_t close = authority.find(']');
-    if (close == std::string_view::npos) return bad("unclosed '[' in the host");
-    url.host = std::string(authority.substr(1, close - 1));
-    std::string_view rest = authority.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest.front() != ':') return bad("unexpected text after ']'");
-      port_text = rest.substr(1);
-    }
-  } else {
-    size_t colon = authority.find(':');
-    url.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) port_text = authority.substr(colon + 1);
-  }
-  if (url.host.empty()) return bad("no host");
+  if (parts->host.empty()) return bad("no host");
+  Url url;
+  url.tls = parts->scheme == "https";
+  url.host = parts->host;
   url.port = url.tls ? 443 : 80;
-  if (!port_text.empty()) {
-    int port = 0;
-    for (char c : port_text) {
-      if (!std::isdigit(static_cast<unsigned char>(c)) || port > 65535) return bad("bad port");
-      port = port * 10 + (c - '0');
-    }
-    if (port < 1 || port > 65535) return bad("port out of range");
-    url.default_port = port == (url.tls ? 443 : 80);
-    url.port = static_cast<uint16_t>(port);
+  if (!parts->port.empty()) {
+    std::optional<uint16_t> port = internal::PortNumber(parts->port);
+    if (!port) return bad("port " + parts->port + " out of range (1..65535)");
+    url.default_port = *port == url.port;
+    url.port = *port;
   }
+  std::string_view path = parts->path;
   while (!path.empty() && path.back() == '/') path.remove_suffix(1);
   url.path = std::string(path);
   return url;

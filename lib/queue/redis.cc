@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/url.h"
+
 namespace ksearch {
 
 std::string RedisUrl::ToString() const {
@@ -24,63 +26,42 @@ StatusOr<RedisUrl> ParseRedisUrl(std::string_view text) {
     return InvalidArgumentError("queue URL '" + url + "': " + why +
                                 " (expected redis://HOST[:PORT][/DB] or rediss://…)");
   };
-  RedisUrl out;
-  std::string_view rest = text;
-  if (rest.starts_with("redis://")) {
-    rest.remove_prefix(8);
-  } else if (rest.starts_with("rediss://")) {
-    rest.remove_prefix(9);
-    out.tls = true;
-  } else {
-    size_t colon = rest.find("://");
-    return bad(colon == std::string_view::npos
-                   ? "no scheme"
-                   : "scheme '" + std::string(rest.substr(0, colon)) + "' is not redis or rediss");
+  StatusOr<internal::UrlParts> parts = internal::SplitUrl(text);
+  if (!parts.ok() && text.find("://") != std::string_view::npos) {
+    return bad(parts.status().message());
   }
-  if (rest.find('@') != std::string_view::npos) {
+  if (!parts.ok() || !parts->has_authority) return bad("no scheme");
+  if (parts->scheme != "redis" && parts->scheme != "rediss") {
+    return bad("scheme '" + parts->scheme + "' is not redis or rediss");
+  }
+  RedisUrl out;
+  out.tls = parts->scheme == "rediss";
+  if (parts->has_userinfo) {
     // A password in the URL would show in `ps` on every host of the fleet.
     return bad(
         "credentials in the URL are not accepted (they would show in process listings); set "
         "KSEARCH_REDIS_PASSWORD and, for an ACL user, KSEARCH_REDIS_USER instead");
   }
-  std::string_view hostport = rest.substr(0, rest.find('/'));
-  std::string_view path = rest.find('/') == std::string_view::npos
-                              ? std::string_view()
-                              : rest.substr(rest.find('/') + 1);
-  std::string_view port_text;
-  if (hostport.starts_with("[")) {  // [IPv6]:port
-    size_t close = hostport.find(']');
-    if (close == std::string_view::npos) return bad("unclosed '[' in the host");
-    out.host = std::string(hostport.substr(1, close - 1));
-    std::string_view after = hostport.substr(close + 1);
-    if (!after.empty()) {
-      if (after[0] != ':')
-        return bad("unexpected text after the host: '" + std::string(after) + "'");
-      port_text = after.substr(1);
-    }
-  } else {
-    size_t colon = hostport.find(':');
-    out.host = std::string(hostport.substr(0, colon));
-    if (colon != std::string_view::npos) port_text = hostport.substr(colon + 1);
+  if (parts->has_query || parts->has_fragment) {
+    return bad("query parameters and fragments are not supported");
   }
+  out.host = parts->host;
   if (out.host.empty()) return bad("no host");
-  auto number = [](std::string_view digits, long max, long* value) {
-    if (digits.empty() || digits.size() > 9) return false;
-    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(uint8_t(c)); }))
-      return false;
-    *value = std::strtol(std::string(digits).c_str(), nullptr, 10);
-    return *value <= max;
-  };
-  long value = 0;
-  if (!port_text.empty() || hostport.ends_with(":")) {
-    if (!number(port_text, 65535, &value) || value == 0)
-      return bad("port '" + std::string(port_text) + "' is not a number in 1..65535");
-    out.port = int(value);
+  if (parts->has_port) {
+    std::optional<uint16_t> port = internal::PortNumber(parts->port);
+    if (!port) return bad("port '" + parts->port + "' is not a number in 1..65535");
+    out.port = *port;
   }
-  if (!path.empty()) {
-    if (path.find('?') != std::string_view::npos) return bad("query parameters are not supported");
-    if (!number(path, 1 << 20, &value))
-      return bad("database '" + std::string(path) + "' is not a number");
+  std::string_view db = parts->path;
+  if (db.starts_with("/")) db.remove_prefix(1);
+  if (!db.empty()) {
+    bool digits = db.size() <= 7 && std::all_of(db.begin(), db.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c));
+    });
+    long value = digits ? std::strtol(std::string(db).c_str(), nullptr, 10) : -1;
+    if (value < 0 || value > (1 << 20)) {
+      return bad("database '" + std::string(db) + "' is not a number");
+    }
     out.db = int(value);
   }
   return out;

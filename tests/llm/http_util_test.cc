@@ -33,7 +33,8 @@ TEST(ParseUrl, SplitsSchemeHostPortAndPath) {
 
 TEST(ParseUrl, RejectsWhatItCannotServe) {
   for (const char* bad : {"ftp://x", "api.openai.com", "http://", "http://h:0", "http://h:99999",
-                          "http://user:pw@h/", "http://h/?q=1", "http://[::1/"}) {
+                          "http://user:pw@h/", "http://h/?q=1", "http://[::1/", "http://h/#f",
+                          "http://h:8x/", "https:api.openai.com/v1", "http://h o/"}) {
     EXPECT_EQ(ParseUrl(bad).status().code(), StatusCode::kInvalidArgument) << bad;
   }
 }

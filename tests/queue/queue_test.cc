@@ -126,7 +126,7 @@ TEST(RedisUrlTest, ParsesAndExplains) {
     const char* names;
   };
   for (Bad bad : {Bad{"http://h:1", "scheme 'http'"}, Bad{"h:6379", "no scheme"},
-                  Bad{"redis://:6379", "no host"}, Bad{"redis://h:x1", "port 'x1'"},
+                  Bad{"redis://:6379", "no host"}, Bad{"redis://h:x1", "not a URL"}, Bad{"redis://h:/1", "port ''"},
                   Bad{"redis://h:70000", "port '70000'"}, Bad{"redis://h:1/db", "database 'db'"},
                   Bad{"redis://user:pw@h", "KSEARCH_REDIS_PASSWORD"}}) {
     auto parsed = ParseRedisUrl(bad.url);
