@@ -14,6 +14,12 @@ StatusOr<UrlParts> SplitUrl(std::string_view text) {
   auto parsed = boost::urls::parse_uri(text);
   if (!parsed) return InvalidArgumentError("not a URL (" + parsed.error().message() + ")");
   const boost::urls::url_view& url = *parsed;
+  // RFC 3986 3.3: after an authority the path is empty or starts with '/'.
+  // Boost.URL 1.81 accepts "redis://h:x1" as port "" and path "x1".
+  if (url.has_authority() && !url.encoded_path().empty() && url.encoded_path().front() != '/') {
+    return InvalidArgumentError("not a URL (the port must be digits, and a path after the host "
+                                "must start with '/')");
+  }
   UrlParts parts;
   parts.scheme = std::string(url.scheme());
   std::transform(parts.scheme.begin(), parts.scheme.end(), parts.scheme.begin(),
