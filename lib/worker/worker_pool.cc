@@ -309,7 +309,10 @@ Status WorkerPool::FinishStartup() {
   device_ = first.device;
   reference_timing_ = first.reference_timing;
   baseline_timing_ = first.baseline_timing;
-  arch_ = device_.Arch();
+  // As the in-process judge and the kernel cache compile (the front end's
+  // one cache entry per kernel): the arch-specific feature set where the
+  // capability has one.
+  arch_ = device_.CompileArch();
   return Status::Ok();
 }
 
@@ -554,7 +557,7 @@ void WorkerPool::OnFrame(Slot& slot, Frame frame) {
 
 void WorkerPool::OnReady(Slot& slot, ReadyMessage ready) {
   slot.start_timer.cancel();
-  if (!arch_.empty() && ready.device.Arch() != arch_) {
+  if (!arch_.empty() && ready.device.CompileArch() != arch_) {
     slot.fatal = FatalMessage{StatusCode::kInvalidArgument,
                               "GPU " + std::to_string(slot.gpu) + " is " + ready.device.Arch() +
                                   " but the pool compiles for " + arch_};
