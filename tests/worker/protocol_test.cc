@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 
+#include "core/evaluation_json.h"
 #include "test_util.h"
 #include "worker/messages.h"
 
