@@ -51,6 +51,9 @@ class QueueEvaluatorImpl final : public QueueEvaluator {
       device_.cc_major = cc / 10;
       device_.cc_minor = cc % 10;
     }
+    // Compiled here as the workers' own judges compile: for the
+    // capability's arch-specific feature set (sm_90a on Hopper).
+    compile_arch_ = options_.arch.ends_with("a") || device_.cc_major == 0 ? options_.arch : device_.CompileArch();
     if (options_.compile_locally) {
       compiler_ = std::make_unique<Compiler>(internal::CompilerOptionsFor(options_.evaluator));
       compile_pool_ =
@@ -164,7 +167,7 @@ class QueueEvaluatorImpl final : public QueueEvaluator {
     size_t compiled_count = 0;
     if (compiler_ && broken.ok()) {
       compiles.emplace(*compile_pool_);
-      internal::CompileEach(*compiler_, *compiles, candidates, to_send, options_.arch,
+      internal::CompileEach(*compiler_, *compiles, candidates, to_send, compile_arch_,
                             &stop_compiles,
                             [&](size_t i, StatusOr<CompileResult> compiled, double ms) {
                               std::lock_guard lock(ready_mutex);
@@ -340,6 +343,7 @@ class QueueEvaluatorImpl final : public QueueEvaluator {
   std::string fingerprint_;
   std::string stream_;
   DeviceInfo device_;
+  std::string compile_arch_;  // what candidates compile for here
   mutable std::mutex mutex_;
   QueueEvaluatorStats stats_;
   std::map<std::string, std::string> worker_of_;

@@ -508,13 +508,18 @@ TEST_F(QueueTest, CompileErrorsAreJudgedLocallyAndNeverEnqueued) {
   ASSERT_NE(orchestrator, nullptr);
   Candidate broken = Fake("broken", "sleep_ms=1");
   broken.source += "\nthis is not CUDA;\n";
+  // Compiled here for the workers' feature set (sm_90a for arch sm_90), as
+  // their own judges compile: a Hopper-only instruction assembles.
+  Candidate hopper = Fake("hopper", "sleep_ms=1");
+  hopper.source += "\nextern \"C\" __global__ void uses_wgmma() { asm volatile(\"wgmma.fence.sync.aligned;\"); }\n";
   std::vector<Evaluation> results =
-      orchestrator->Evaluate(std::vector<Candidate>{Fake("good", "sleep_ms=1"), broken});
-  ASSERT_EQ(results.size(), 2u);
+      orchestrator->Evaluate(std::vector<Candidate>{Fake("good", "sleep_ms=1"), broken, hopper});
+  ASSERT_EQ(results.size(), 3u);
   EXPECT_EQ(results[0].status, EvalStatus::kOk) << results[0].message;
   EXPECT_EQ(results[1].status, EvalStatus::kCompileError) << results[1].message;
   EXPECT_FALSE(results[1].details.empty());
-  EXPECT_EQ(orchestrator->stats().enqueued, 1);
+  EXPECT_EQ(results[2].status, EvalStatus::kOk) << results[2].message << results[2].details;
+  EXPECT_EQ(orchestrator->stats().enqueued, 2);
   EXPECT_EQ(orchestrator->stats().compile_failures, 1);
 }
 
