@@ -82,15 +82,15 @@ Status PlanExecutor::Fit(const ResolvedPlan& resolved, int64_t optin_shared_byte
 }
 
 CUresult PlanExecutor::Launch(const ResolvedPlan& resolved, CUstream stream,
-                              std::span<const uint64_t> tensors, std::span<const uint64_t> workspace,
+                              std::span<const CUdeviceptr> tensors, std::span<const CUdeviceptr> workspace,
                               std::string* failed_kernel) const {
   std::vector<uint64_t> storage;
   std::vector<void*> args;
   for (size_t l = 0; l < resolved.launches.size() && l < kernels_.size(); ++l) {
     const ResolvedLaunch& launch = resolved.launches[l];
     MarshalArguments(
-        launch, [&](size_t t) { return t < tensors.size() ? tensors[t] : uint64_t{0}; },
-        [&](size_t w) { return w < workspace.size() ? workspace[w] : uint64_t{0}; }, &storage, &args);
+        launch, [&](size_t t) -> uint64_t { return t < tensors.size() ? tensors[t] : 0; },
+        [&](size_t w) -> uint64_t { return w < workspace.size() ? workspace[w] : 0; }, &storage, &args);
     CUresult r = api_->cuLaunchKernel(kernels_[l].function, launch.grid[0], launch.grid[1], launch.grid[2],
                                       launch.block[0], launch.block[1], launch.block[2],
                                       static_cast<unsigned>(launch.shared_bytes), stream, args.data(),

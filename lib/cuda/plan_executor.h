@@ -66,8 +66,8 @@ class PlanExecutor {
   // Problem::tensors) and `workspace` (like the plan's workspace). Returns
   // the first failing launch's result and names its kernel in
   // `failed_kernel`. `resolved` must have passed Fit.
-  CUresult Launch(const ResolvedPlan& resolved, CUstream stream, std::span<const uint64_t> tensors,
-                  std::span<const uint64_t> workspace, std::string* failed_kernel) const;
+  CUresult Launch(const ResolvedPlan& resolved, CUstream stream, std::span<const CUdeviceptr> tensors,
+                  std::span<const CUdeviceptr> workspace, std::string* failed_kernel) const;
 
   const std::vector<BoundKernel>& kernels() const { return kernels_; }
 

@@ -71,11 +71,10 @@ RunFailure LocalEvaluator::Wait(double limit_seconds) {
 }
 
 RunFailure LocalEvaluator::Launch(PreparedPlan& plan, const TensorBuffers& buffers) {
-  std::vector<uint64_t> workspace;
+  std::vector<CUdeviceptr> workspace;
   for (const GuardedBuffer& w : plan.workspace) workspace.push_back(w.ptr);
-  std::vector<uint64_t> tensors(buffers.ptr.begin(), buffers.ptr.end());
   std::string kernel;
-  CUresult r = plan.executor.Launch(plan.resolved, stream_.get(), tensors, workspace, &kernel);
+  CUresult r = plan.executor.Launch(plan.resolved, stream_.get(), buffers.ptr, workspace, &kernel);
   if (r != CUDA_SUCCESS) return Classify(r, ("cuLaunchKernel(" + kernel + ")").c_str());
   return {};
 }

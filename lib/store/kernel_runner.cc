@@ -171,13 +171,12 @@ Status KernelRunnerImpl::Launch(void* stream, std::span<const TensorPointer> ten
       workspace_base = own_workspace.ptr();
     }
   }
-  std::vector<uint64_t> workspace_pointers;
+  std::vector<CUdeviceptr> workspace_pointers;
   for (int64_t offset : shape->workspace_offsets) {
-    workspace_pointers.push_back(workspace_base + static_cast<uint64_t>(offset));
+    workspace_pointers.push_back(workspace_base + static_cast<CUdeviceptr>(offset));
   }
-  std::vector<uint64_t> tensor_pointers(pointers.begin(), pointers.end());
   std::string failed;
-  CUresult r = executor.Launch(shape->plan, static_cast<CUstream>(stream), tensor_pointers, workspace_pointers,
+  CUresult r = executor.Launch(shape->plan, static_cast<CUstream>(stream), pointers, workspace_pointers,
                                &failed);
   KSEARCH_CU(r, ("cuLaunchKernel(" + failed + ")").c_str());
   return Status::Ok();
