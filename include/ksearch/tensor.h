@@ -23,8 +23,15 @@ StatusOr<DType> ParseDType(std::string_view name);
 int64_t SizeOf(DType dtype);
 bool IsFloating(DType dtype);
 
-enum class TensorRole { kInput, kOutput };
+// kInout: generated like an input, overwritten by the kernel in place and
+// compared like an output (docs/problems.md "Tensors").
+enum class TensorRole { kInput, kOutput, kInout };
+// "input", "output", "inout".
 std::string_view ToString(TensorRole role);
+// The kernel reads it: generated from the input set (input, inout).
+inline bool IsGenerated(TensorRole role) { return role != TensorRole::kOutput; }
+// The kernel writes it: compared with the reference (output, inout).
+inline bool IsWritten(TensorRole role) { return role != TensorRole::kInput; }
 
 struct TensorSpec {
   std::string name;                 // a C identifier; unique in the problem

@@ -32,7 +32,8 @@ struct BaselineSetting {
   bool required = true;
   std::string_view fallback;
   std::vector<std::string_view> choices;  // kChoice
-  // kTensor: the role the tensor must have.
+  // kTensor: the role the tensor must have, exactly: an inout tensor binds to
+  // no key (a library reads its inputs and writes its outputs, not in place).
   TensorRole role = TensorRole::kInput;
 };
 

@@ -279,8 +279,10 @@ StatusOr<Problem> ParseProblem(const JsonNode& root, std::string_view directory)
       t.role = TensorRole::kInput;
     } else if (role_text == "output") {
       t.role = TensorRole::kOutput;
+    } else if (role_text == "inout") {
+      t.role = TensorRole::kInout;
     } else {
-      return role.Error("expected \"input\" or \"output\", got " + role.Describe());
+      return role.Error("expected \"input\", \"output\" or \"inout\", got " + role.Describe());
     }
     p.tensors.push_back(std::move(t));
   }
@@ -775,24 +777,24 @@ Status Problem::Validate() const {
                                     "' overflows 64 bits");
       }
     }
-    if (t.role == TensorRole::kInput) has_input = true;
-    if (t.role == TensorRole::kOutput) {
+    if (IsGenerated(t.role)) has_input = true;
+    if (IsWritten(t.role)) {
       has_output = true;
       if (!IsFloating(t.dtype)) {
-        return InvalidArgumentError(field + ".dtype: outputs must be floating point, got " +
-                                    std::string(ToString(t.dtype)));
+        return InvalidArgumentError(field + ".dtype: " + std::string(ToString(t.role)) +
+                                    " tensors must be floating point, got " + std::string(ToString(t.dtype)));
       }
     }
   }
-  if (!has_input) return InvalidArgumentError("tensors: at least one input is needed");
-  if (!has_output) return InvalidArgumentError("tensors: at least one output is needed");
+  if (!has_input) return InvalidArgumentError("tensors: at least one input or inout tensor is needed");
+  if (!has_output) return InvalidArgumentError("tensors: at least one output or inout tensor is needed");
   if (input_sets.empty()) return InvalidArgumentError("input_sets: at least one set is needed");
   for (size_t i = 0; i < input_sets.size(); ++i) {
     for (const auto& [tensor, d] : input_sets[i].per_tensor) {
       const TensorSpec* t = FindTensor(tensor);
-      if (!t || t->role != TensorRole::kInput) {
+      if (!t || !IsGenerated(t->role)) {
         return InvalidArgumentError("input_sets[" + std::to_string(i) + "].tensors." + tensor +
-                                    ": not an input tensor of the problem");
+                                    ": not an input or inout tensor of the problem");
       }
     }
   }

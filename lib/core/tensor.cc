@@ -46,7 +46,14 @@ bool IsFloating(DType dtype) {
          dtype == DType::kBF16;
 }
 
-std::string_view ToString(TensorRole role) { return role == TensorRole::kInput ? "input" : "output"; }
+std::string_view ToString(TensorRole role) {
+  switch (role) {
+    case TensorRole::kInput: return "input";
+    case TensorRole::kOutput: return "output";
+    case TensorRole::kInout: return "inout";
+  }
+  return "input";
+}
 
 namespace {
 

@@ -151,9 +151,7 @@ Status LocalEvaluator::MeasurePeaks() {
 
 StatusOr<SetTolerance> LocalEvaluator::CalibrateSet(const InputSet& set) {
   SetTolerance tol;
-  KSEARCH_RETURN_IF_ERROR(Generate(set, NextSeed(), ref_));
-  RunFailure f = RunTrusted(*reference_, ref_);
-  if (!f.ok()) return InternalError("the reference kernel failed: " + f.message);
+  KSEARCH_RETURN_IF_ERROR(RunReference(set, NextSeed()));
   if (problem_.tolerance.policy == TolerancePolicy::kRelaxed) {
     tol.atol = problem_.tolerance.atol;
     tol.rtol = problem_.tolerance.rtol;
@@ -161,13 +159,13 @@ StatusOr<SetTolerance> LocalEvaluator::CalibrateSet(const InputSet& set) {
     tol.allowed_l2 = 1e300;
     return tol;
   }
-  f = RunTrusted(*reference_fp32_, ref32_);
+  RunFailure f = RunTrusted(*reference_fp32_, ref32_);
   if (!f.ok()) return InternalError("the fp32 reference kernel failed: " + f.message);
   double worst_l2 = 0.0, worst_quantile = 0.0, half_quantile = 0.0, rms_min = 1e300;
   double half_step = 0.0, twin_inexact = 0.0, atol_floor = 0.0;
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
     const TensorSpec& spec = problem_.tensors[t];
-    if (spec.role != TensorRole::kOutput) continue;
+    if (!IsWritten(spec.role)) continue;
     KSEARCH_ASSIGN_OR_RETURN(
         Comparison first, Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, 0.0, 0.0));
     double rms = std::sqrt(first.raw.sum_sq_want / static_cast<double>(elements_[t]));
@@ -220,7 +218,7 @@ Status LocalEvaluator::CheckProblemIsSound(const InputSet& set, const SetToleran
   // ref_ holds this set's inputs and the reference's outputs.
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
     const TensorSpec& spec = problem_.tensors[t];
-    if (spec.role != TensorRole::kOutput) continue;
+    if (!IsWritten(spec.role)) continue;
     // A NaN or Inf in the truth would make every answer there unjudgeable.
     KSEARCH_ASSIGN_OR_RETURN(Comparison self, Compare(ref_.ptr[t], ref_.ptr[t], elements_[t],
                                                       spec.dtype, tol.atol, tol.Rtol(spec.dtype)));
@@ -244,12 +242,21 @@ Status LocalEvaluator::CheckProblemIsSound(const InputSet& set, const SetToleran
   }
   // Outputs must depend on the inputs: a second seed must change them.
   KSEARCH_RETURN_IF_ERROR(CopyOutputs(ref_, scratch_));
-  KSEARCH_RETURN_IF_ERROR(Generate(set, NextSeed(), ref_));
-  RunFailure f = RunTrusted(*reference_, ref_);
-  if (!f.ok()) return InternalError("the reference kernel failed: " + f.message);
+  KSEARCH_RETURN_IF_ERROR(RunReference(set, NextSeed()));
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
     const TensorSpec& spec = problem_.tensors[t];
-    if (spec.role != TensorRole::kOutput) continue;
+    if (!IsWritten(spec.role)) continue;
+    if (spec.role == TensorRole::kInout) {
+      // A kernel that leaves an inout tensor alone must fail: ref32_ holds
+      // the generated values RunReference copied before the reference ran.
+      KSEARCH_ASSIGN_OR_RETURN(Comparison same, Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t],
+                                                        spec.dtype, tol.atol, tol.Rtol(spec.dtype)));
+      if (same.raw.bad == 0 && same.l2 <= tol.allowed_l2) {
+        return InvalidArgumentError("problem '" + problem_.name + "': on input set '" + set.name +
+                                    "' the reference leaves the inout tensor '" + spec.name +
+                                    "' (nearly) as generated, so a kernel that does nothing would pass");
+      }
+    }
     KSEARCH_ASSIGN_OR_RETURN(Comparison across, Compare(scratch_.ptr[t], ref_.ptr[t], elements_[t],
                                                         spec.dtype, tol.atol, tol.Rtol(spec.dtype)));
     if (across.raw.bad == 0 && across.l2 <= tol.allowed_l2) {
@@ -271,9 +278,7 @@ Status LocalEvaluator::MeasureTolerances() {
   if (!problem_.baseline.library.empty()) {
     // The library is checked on the inputs ref_ holds now (the last set's).
     const InputSet& last = problem_.input_sets.back();
-    KSEARCH_RETURN_IF_ERROR(Generate(last, NextSeed(), ref_));
-    RunFailure f = RunTrusted(*reference_, ref_);
-    if (!f.ok()) return InternalError("the reference kernel failed: " + f.message);
+    KSEARCH_RETURN_IF_ERROR(RunReference(last, NextSeed()));
     SetUpLibraryBaseline(tolerances_.back());
   }
   return TimeReferenceAndBaseline();
@@ -295,7 +300,7 @@ void LocalEvaluator::SetUpLibraryBaseline(const SetTolerance& tol) {
   }
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
     const TensorSpec& spec = problem_.tensors[t];
-    if (spec.role != TensorRole::kOutput) continue;
+    if (!IsWritten(spec.role)) continue;
     auto r = Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.Rtol(spec.dtype));
     double l2 = r.ok() ? r->l2 : 1.0;
     bool too_inexact = false;

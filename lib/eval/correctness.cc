@@ -1,7 +1,8 @@
 // The checks of a candidate's outputs: on every input set, the reference runs
 // first on the vault's inputs; the candidate runs on its own copy with the
-// vault sealed; then its inputs must be unchanged, its outputs must match,
-// and a second run on the same inputs must agree with the first.
+// vault sealed; then its inputs must be unchanged, its outputs (and inout
+// tensors) must match the reference's, and a second run on the same inputs
+// (inout tensors generated again) must agree with the first.
 #include <cmath>
 #include <cstdio>
 
@@ -95,9 +96,7 @@ bool LocalEvaluator::CheckOutputs(const InputSet& set, size_t set_index, uint64_
   };
   // The same seed gives the same bits: the vault gets the inputs the
   // candidate saw, as generated, and the reference's answer for them.
-  if (Status st = Generate(set, seed, ref_); !st.ok()) return judge_error(st);
-  RunFailure f = RunTrusted(*reference_, ref_);
-  if (!f.ok()) return judge_error(InternalError("reference: " + f.message));
+  if (Status st = RunReference(set, seed); !st.ok()) return judge_error(st);
   auto modified = InputsDiffer(cand_, ref_);
   if (!modified.ok()) return judge_error(modified.status());
   if (*modified) {
@@ -108,7 +107,7 @@ bool LocalEvaluator::CheckOutputs(const InputSet& set, size_t set_index, uint64_
   }
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
     const TensorSpec& spec = problem_.tensors[t];
-    if (spec.role != TensorRole::kOutput) continue;
+    if (!IsWritten(spec.role)) continue;
     auto groups = GroupTolerance(set, t, ref_.ptr[t]);
     if (!groups.ok()) return judge_error(groups.status());
     auto c = Compare(cand_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.Rtol(spec.dtype),
@@ -166,7 +165,7 @@ bool LocalEvaluator::CheckCorrectness(PreparedPlan& plan, const std::string& pha
       }
       for (size_t t = 0; t < problem_.tensors.size(); ++t) {
         const TensorSpec& spec = problem_.tensors[t];
-        if (spec.role != TensorRole::kOutput) continue;
+        if (!IsWritten(spec.role)) continue;
         auto c = Compare(cand_.ptr[t], scratch_.ptr[t], elements_[t], spec.dtype, tol.atol,
                          tol.Rtol(spec.dtype));
         if (!c.ok()) return judge_error(c.status());

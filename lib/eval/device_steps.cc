@@ -139,7 +139,7 @@ RunFailure LocalEvaluator::RunCandidate(PreparedPlan& plan, bool seal, bool time
 Status LocalEvaluator::Generate(const InputSet& set, uint64_t seed, const TensorBuffers& family) {
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
     const TensorSpec& spec = problem_.tensors[t];
-    if (spec.role != TensorRole::kInput) continue;
+    if (!IsGenerated(spec.role)) continue;
     const Distribution& d = set.For(spec.name);
     CUdeviceptr out = family.ptr[t];
     long long n = elements_[t];
@@ -165,27 +165,34 @@ Status LocalEvaluator::Generate(const InputSet& set, uint64_t seed, const Tensor
   return Status::Ok();
 }
 
-Status LocalEvaluator::CopyInputs(const TensorBuffers& from, const TensorBuffers& to) {
+Status LocalEvaluator::RunReference(const InputSet& set, uint64_t seed) {
+  KSEARCH_RETURN_IF_ERROR(Generate(set, seed, ref_));
+  KSEARCH_RETURN_IF_ERROR(CopyInouts(ref_, ref32_));
+  RunFailure f = RunTrusted(*reference_, ref_);
+  if (!f.ok()) return InternalError("the reference kernel failed: " + f.message);
+  return Status::Ok();
+}
+
+Status LocalEvaluator::CopyTensors(const TensorBuffers& from, const TensorBuffers& to,
+                                   bool (*pick)(TensorRole), const char* what) {
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
-    if (problem_.tensors[t].role != TensorRole::kInput) continue;
-    KSEARCH_CU(api_->cuMemcpyDtoDAsync(to.ptr[t], from.ptr[t],
-                                       static_cast<size_t>(std::min(from.bytes[t], to.bytes[t])),
-                                       stream_.get()),
-               "cuMemcpyDtoDAsync(inputs)");
+    if (!pick(problem_.tensors[t].role) || from.ptr[t] == to.ptr[t]) continue;
+    KSEARCH_CU(api_->cuMemcpyDtoDAsync(
+                   to.ptr[t], from.ptr[t],
+                   static_cast<size_t>(elements_[t] * SizeOf(problem_.tensors[t].dtype)),
+                   stream_.get()),
+               what);
   }
   return Status::Ok();
 }
 
 Status LocalEvaluator::CopyOutputs(const TensorBuffers& from, const TensorBuffers& to) {
-  for (size_t t = 0; t < problem_.tensors.size(); ++t) {
-    if (problem_.tensors[t].role != TensorRole::kOutput) continue;
-    KSEARCH_CU(api_->cuMemcpyDtoDAsync(
-                   to.ptr[t], from.ptr[t],
-                   static_cast<size_t>(elements_[t] * SizeOf(problem_.tensors[t].dtype)),
-                   stream_.get()),
-               "cuMemcpyDtoDAsync(outputs)");
-  }
-  return Status::Ok();
+  return CopyTensors(from, to, IsWritten, "cuMemcpyDtoDAsync(outputs)");
+}
+
+Status LocalEvaluator::CopyInouts(const TensorBuffers& from, const TensorBuffers& to) {
+  return CopyTensors(
+      from, to, [](TensorRole role) { return role == TensorRole::kInout; }, "cuMemcpyDtoDAsync(inout)");
 }
 
 Status LocalEvaluator::Poison(const TensorBuffers& buffers, PreparedPlan* plan) {
@@ -208,7 +215,7 @@ Status LocalEvaluator::Poison(const TensorBuffers& buffers, PreparedPlan* plan) 
     return Status::Ok();
   };
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
-    if (problem_.tensors[t].role != TensorRole::kOutput) continue;
+    if (problem_.tensors[t].role != TensorRole::kOutput) continue;  // not inout: it holds inputs
     KSEARCH_RETURN_IF_ERROR(poison(buffers.ptr[t], problem_.tensors[t].dtype, elements_[t]));
   }
   if (plan) {
@@ -221,11 +228,12 @@ Status LocalEvaluator::Poison(const TensorBuffers& buffers, PreparedPlan* plan) 
 }
 
 Status LocalEvaluator::PoisonVault() {
-  // Outputs (the reference's, the twin's, the determinism copy) get poison;
-  // inputs get zeros, the state their tails (past the last element) must
-  // keep for the word-wise input comparison.
+  // Outputs and inout tensors (the reference's, the twin's, the determinism
+  // copy) get poison; inputs get zeros, the state their tails (past the last
+  // element) must keep for the word-wise input comparison, which skips inout
+  // tensors.
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
-    bool output = problem_.tensors[t].role == TensorRole::kOutput;
+    bool output = IsWritten(problem_.tensors[t].role);
     for (const TensorBuffers* family : {&ref_, &ref32_, &scratch_}) {
       if (!output && family != &ref_) continue;  // the twin reads ref_'s inputs
       KSEARCH_CU(api_->cuMemsetD32Async(family->ptr[t], output ? kPoison32 : 0u,
@@ -290,7 +298,7 @@ StatusOr<Comparison> LocalEvaluator::Compare(CUdeviceptr got, CUdeviceptr want, 
 StatusOr<GroupAtol> LocalEvaluator::GroupTolerance(const InputSet& set, size_t t, CUdeviceptr want) {
   Distribution::ScaleAxis axis = Distribution::ScaleAxis::kNone;
   for (const TensorSpec& spec : problem_.tensors) {
-    if (spec.role != TensorRole::kInput) continue;
+    if (!IsGenerated(spec.role)) continue;
     Distribution::ScaleAxis a = set.For(spec.name).scale_axis;
     if (a != Distribution::ScaleAxis::kNone) axis = a;
   }
@@ -335,6 +343,8 @@ StatusOr<bool> LocalEvaluator::InputsDiffer(const TensorBuffers& a, const Tensor
   CUdeviceptr count_ptr = results_.ptr() + kCountOffset;
   KSEARCH_CU(api_->cuMemsetD8Async(count_ptr, 0, 8, stream_.get()), "cuMemsetD8Async");
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
+    // Inputs only: an inout tensor is the kernel's to overwrite (it is
+    // compared with the reference's result instead).
     if (problem_.tensors[t].role != TensorRole::kInput) continue;
     CUdeviceptr pa = a.ptr[t], pb = b.ptr[t];
     long long words = std::min(a.bytes[t], b.bytes[t]) / 4;

@@ -139,12 +139,12 @@ Status LocalEvaluator::SetUpDevice() {
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
     bytes.push_back((elements_[t] * SizeOf(problem_.tensors[t].dtype) + 255) / 256 * 256);
   }
-  // The vault: ref_ (every tensor), then ref32_ and scratch_ (outputs; the
-  // twin reads ref_'s inputs).
+  // The vault: ref_ (every tensor), then ref32_ and scratch_ (outputs and
+  // inout tensors, each its own copy; the twin reads ref_'s inputs).
   std::vector<int64_t> vault_sizes = bytes;
   std::vector<size_t> output_index;
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
-    if (problem_.tensors[t].role != TensorRole::kOutput) continue;
+    if (!IsWritten(problem_.tensors[t].role)) continue;
     output_index.push_back(t);
     vault_sizes.push_back(bytes[t]);
     vault_sizes.push_back(bytes[t]);

@@ -194,11 +194,21 @@ class LocalEvaluator final : public Evaluator {
   // vault stays mapped (unmapping flushes the GPU's TLBs, which would slow
   // the timed run), so it must hold no truth then (see timing.cc).
   Status PoisonVault();
-  // Inputs of `set` from `seed` into the inputs of `family` (same seed, same
-  // bits in any family).
+  // Inputs and inout tensors of `set` from `seed` into `family` (same seed,
+  // same bits in any family): an inout tensor a kernel overwrote holds its
+  // generated values again.
   Status Generate(const InputSet& set, uint64_t seed, const TensorBuffers& family);
-  Status CopyInputs(const TensorBuffers& from, const TensorBuffers& to);
+  // The reference on (set, seed) in ref_; first each inout tensor's
+  // generated values are copied into ref32_, so that the twin (or the
+  // library) gets its own fresh copy rather than the reference's result.
+  Status RunReference(const InputSet& set, uint64_t seed);
+  // Outputs and inout tensors (what a kernel writes).
   Status CopyOutputs(const TensorBuffers& from, const TensorBuffers& to);
+  Status CopyInouts(const TensorBuffers& from, const TensorBuffers& to);
+  Status CopyTensors(const TensorBuffers& from, const TensorBuffers& to, bool (*pick)(TensorRole),
+                     const char* what);
+  // Outputs and the plan's workspace; an inout tensor keeps its generated
+  // values (the kernel must read them).
   Status Poison(const TensorBuffers& buffers, PreparedPlan* plan);
   Status FlushL2();
   StatusOr<Comparison> Compare(CUdeviceptr got, CUdeviceptr want, int64_t n, DType dtype,

@@ -1,7 +1,9 @@
 // Timed runs that do the work. Before every run of the candidate (outside
 // its events) the inputs are generated anew from a fresh seed, the outputs
 // and workspace are poisoned and L2 is flushed, so no run can find its
-// answer left over from an earlier one or skip work it has seen before. Runs
+// answer left over from an earlier one or skip work it has seen before. An
+// inout tensor is generated like an input: every run transforms fresh
+// values, never an earlier run's result (which a kernel could recognise). Runs
 // are checked at random (timing_spot_check_probability; the candidate cannot
 // know which) and the last one always; a failure there is wrong_result /
 // unwritten_output with phase "timing". The baseline runs interleaved on its own buffers, with its own

@@ -128,8 +128,9 @@ std::string RenderProblem(const Problem& problem) {
   for (const TensorSpec& t : problem.tensors) {
     std::string shape;
     for (const std::string& s : t.shape) shape += (shape.empty() ? "" : ", ") + s;
-    out += "\n- " + t.name + ": " + std::string(ToString(t.role)) + ", " +
-           std::string(ToString(t.dtype)) + ", [" + shape + "], contiguous row-major";
+    out += "\n- " + t.name + ": " + std::string(ToString(t.role)) +
+           (t.role == TensorRole::kInout ? " (holds the input; overwrite it in place with the result)" : "") +
+           ", " + std::string(ToString(t.dtype)) + ", [" + shape + "], contiguous row-major";
   }
   if (!problem.torch_equivalent.empty()) {
     out += "\nPyTorch equivalent: `" + problem.torch_equivalent + "`";

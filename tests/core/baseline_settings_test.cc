@@ -72,6 +72,20 @@ TEST(BaselineSettings, SizesAreExpressionsAndFollowNewDims) {
       << broken.status().message();
 }
 
+// A library writes its output without reading it and never writes its
+// inputs: an inout tensor binds to neither.
+TEST(BaselineSettings, InoutTensorsBindToNoInputOrOutputKey) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"(["tokens", "ff"], "role": "output")", "baseline.settings.c: tensor 'out' is an inout; the baseline needs an output"},
+      {R"(["tokens", "hidden"], "role": "input")", "baseline.settings.a: tensor 'act' is an inout; the baseline needs an input"}};
+  for (const auto& [tensor, expected] : cases) {
+    std::string role = tensor;
+    role.replace(role.find("\"role\": ") + 8, std::string::npos, "\"inout\"");
+    std::string message = ErrorOf(Replace(GemmJson("bf16", kLtBinding), tensor, role));
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+  }
+}
+
 TEST(BaselineSettings, RoundTripAndEnterTheFingerprint) {
   auto p = Parse(GemmJson("bf16", kLtBinding));
   ASSERT_TRUE(p.ok());

@@ -121,6 +121,14 @@ TEST(Problem, LoadsAFolderAndReadsNamedSources) {
   EXPECT_EQ(loaded->directory, dir.path());
 }
 
+// An in-place op: y is read, then overwritten with 2y + x.
+std::string InoutProblemJson() {
+  return Replace(Replace(RowSoftmaxProblemJson(), R"("shape": ["rows", "cols"], "role": "output")",
+                         R"("shape": ["rows", "cols"], "role": "inout")"),
+                 R"("flops":)", R"j("input_sets": [{"name": "s", "distribution": "normal(0, 1)",
+                                     "tensors": {"y": "uniform(-2, 2)"}}], "flops":)j");
+}
+
 TEST(Problem, ErrorsNameFileFieldAndValue) {
   std::string good = RowSoftmaxProblemJson();
   struct Case {
@@ -139,13 +147,22 @@ TEST(Problem, ErrorsNameFileFieldAndValue) {
       {Replace(good, R"("reference": {"source_text":)", R"("reference": {"source": "missing.cu", "x_":)"),
        "reference.x_: unknown field"},
       {Replace(good, R"("flops": "5 * rows * cols")", R"("flops": "5 * rowz")"), "flops: expression '5 * rowz'"},
-      {Replace(good, R"("role": "input")", R"("role": "inout")"), "tensors[0].role: expected \"input\" or \"output\""},
+      {Replace(good, R"("role": "input")", R"("role": "both")"),
+       "tensors[0].role: expected \"input\", \"output\" or \"inout\", got \"both\""},
       {Replace(good, R"("name": "row_softmax")", R"("name": "Row Softmax")"), "name: a problem name uses"},
       {Replace(good, R"("flops":)", R"j("input_sets": [{"name": "s", "distribution": "gamma(1, 2)"}], "flops":)j"),
        "input_sets[0].distribution: unknown distribution 'gamma'"},
       {Replace(good, R"("flops":)", R"j("input_sets": [{"name": "s", "distribution": "normal(0, -1)"}], "flops":)j"),
        "standard deviation must be positive"},
       {Replace(good, R"("flops":)", R"("baseline": {"library": "mkl"}, "flops":)"), "unknown baseline library \"mkl\""},
+      {Replace(InoutProblemJson(), R"("dtype": "f32", "shape": ["rows", "cols"], "role": "inout")",
+               R"("dtype": "i32", "shape": ["rows", "cols"], "role": "inout")"),
+       "tensors[1].dtype: inout tensors must be floating point, got i32"},
+      {Replace(InoutProblemJson(), R"("role": "inout")", R"("role": "input")"),
+       "tensors: at least one output or inout tensor is needed"},
+      {Replace(Replace(good, R"("role": "input")", R"("role": "output")"), R"("flops":)",
+               R"("tolerance": {"policy": "relaxed"}, "flops":)"),
+       "tensors: at least one input or inout tensor is needed"},
       {good.substr(0, good.size() / 2), "malformed JSON"},
   };
   for (const Case& c : cases) {
@@ -153,6 +170,37 @@ TEST(Problem, ErrorsNameFileFieldAndValue) {
     EXPECT_NE(message.find(c.expected), std::string::npos)
         << "got: " << message << "\nexpected to contain: " << c.expected;
   }
+}
+
+TEST(Problem, LoadsInoutTensors) {
+  auto p = Problem::FromJson(InoutProblemJson(), "", "mem");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->tensors[1].role, TensorRole::kInout);
+  EXPECT_EQ(ToString(TensorRole::kInout), "inout");
+  EXPECT_TRUE(IsGenerated(TensorRole::kInout) && IsWritten(TensorRole::kInout));
+  EXPECT_TRUE(IsGenerated(TensorRole::kInput) && !IsWritten(TensorRole::kInput));
+  EXPECT_TRUE(!IsGenerated(TensorRole::kOutput) && IsWritten(TensorRole::kOutput));
+  EXPECT_EQ(p->input_sets[0].For("y"), Distribution::Uniform(-2, 2)) << "an inout tensor takes a distribution";
+  auto q = Problem::FromJson(p->ToJson(), "", "again");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->tensors[1].role, TensorRole::kInout);
+  EXPECT_EQ(q->Fingerprint(), p->Fingerprint());
+  auto plain = Problem::FromJson(Replace(InoutProblemJson(), R"("role": "inout")", R"("role": "output")"), "", "m");
+  ASSERT_FALSE(plain.ok()) << "y is an output there, so its distribution is refused";
+  EXPECT_NE(plain.status().message().find("input_sets[0].tensors.y: not an input or inout tensor"), std::string::npos)
+      << plain.status().message();
+}
+
+// The role joined the fingerprint's JSON as a third value: problems without
+// inout tensors keep the fingerprint they had (this is main's value from
+// before inout existed), so their cached kernels stay valid.
+TEST(Problem, InoutLeavesExistingFingerprintsAlone) {
+  auto p = Problem::FromJson(RowSoftmaxProblemJson(), "", "mem");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->Fingerprint(), "409b33561c1ca76dc66ead8987431d3741fcfac5bc1e96a3799556e8d1c6e480");
+  auto inout = Problem::FromJson(InoutProblemJson(), "", "mem");
+  ASSERT_TRUE(inout.ok());
+  EXPECT_NE(inout->Fingerprint(), p->Fingerprint());
 }
 
 TEST(Problem, MissingFilesAreNotFound) {

@@ -200,6 +200,18 @@ TEST(PromptRendering, ParentPerformanceShowsAchievedRatesAndOccupancy) {
   EXPECT_EQ(internal::RenderPerformance(failed, problem), "");
 }
 
+// The tensor list of the problem text says which tensor the kernel must
+// overwrite in place.
+TEST(PromptRendering, ProblemTextMarksInoutTensors) {
+  Problem problem = testing::RowSoftmaxProblem(64, 1024);
+  problem.tensors[1].role = TensorRole::kInout;
+  std::string text = internal::RenderProblem(problem);
+  EXPECT_NE(text.find("- x: input, f32, [rows, cols], contiguous row-major"), std::string::npos) << text;
+  EXPECT_NE(text.find("- y: inout (holds the input; overwrite it in place with the result), f32, [rows, cols]"),
+            std::string::npos)
+      << text;
+}
+
 class LlmGeneratorTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -69,7 +69,9 @@ void PrintProblem(const Problem& p) {
     std::cout << "\n";
   }
   for (const TensorSpec& t : p.tensors) {
-    std::cout << "  " << (t.role == TensorRole::kInput ? "input:     " : "output:    ") << t.name
+    std::string role = std::string(ToString(t.role)) + ":";
+    role.resize(11, ' ');
+    std::cout << "  " << role << t.name
               << " " << ToString(t.dtype) << "[" << Shape(p, t) << "]\n";
   }
   std::cout << "  inputs:   ";

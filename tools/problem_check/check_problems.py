@@ -105,7 +105,7 @@ def check_fields(p, errors):
         names.add(t["name"])
         if t["dtype"] not in L.DTYPES:
             errors.append(f"tensors[{i}].dtype: unknown dtype '{t['dtype']}'")
-        if t["role"] not in ("input", "output"):
+        if t["role"] not in ("input", "output", "inout"):
             errors.append(f"tensors[{i}].role: '{t['role']}'")
         try:
             n = L.tensor_elements(p, t)
@@ -113,15 +113,15 @@ def check_fields(p, errors):
                 errors.append(f"tensors[{i}]: byte count overflows 64 bits")
         except L.CheckError as e:
             errors.append(f"tensors[{i}].shape: {e}")
-    if not any(t["role"] == "output" for t in p["tensors"]):
-        errors.append("tensors: no output")
-    inputs = {t["name"] for t in p["tensors"] if t["role"] == "input"}
+    if not any(t["role"] in ("output", "inout") for t in p["tensors"]):
+        errors.append("tensors: no output or inout tensor")
+    inputs = {t["name"] for t in p["tensors"] if t["role"] in ("input", "inout")}
     for i, s in enumerate(p.get("input_sets", [])):
         try:
             L.parse_distribution(s["distribution"])
             for tn, d in s.get("tensors", {}).items():
                 if tn not in inputs:
-                    errors.append(f"input_sets[{i}].tensors: '{tn}' is not an input tensor")
+                    errors.append(f"input_sets[{i}].tensors: '{tn}' is not an input or inout tensor")
                 L.parse_distribution(d)
         except L.CheckError as e:
             errors.append(f"input_sets[{i}]: {e}")

@@ -380,8 +380,8 @@ def check_args_against_signature(p, plan_launch, sig):
         if kind in ("tensor", "workspace"):
             if not is_ptr:
                 issues.append(f"{plan_launch['kernel']}: '{val}' bound to non-pointer '{typ} {pname}'")
-            elif kind == "tensor" and roles[val] == "output" and re.search(r"\bconst\b", typ.split("*")[0]):
-                issues.append(f"{plan_launch['kernel']}: output '{val}' bound to const pointer '{pname}'")
+            elif kind == "tensor" and roles[val] in ("output", "inout") and re.search(r"\bconst\b", typ.split("*")[0]):
+                issues.append(f"{plan_launch['kernel']}: {roles[val]} '{val}' bound to const pointer '{pname}'")
             elif kind == "tensor" and roles[val] == "input" and not re.search(r"\bconst\b", typ.split("*")[0]):
                 issues.append(f"{plan_launch['kernel']}: input '{val}' bound to non-const pointer '{pname}'")
         else:
