@@ -20,7 +20,30 @@ import torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
-PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool", "add_rmsnorm", "swiglu"]
+PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool", "add_rmsnorm", "swiglu", "rope"]
+
+
+def rope_tables(tokens, head_dim, device="cuda"):
+    """An engine's precomputed cos/sin rows for positions 0..tokens-1 (base
+    10000), [tokens, head_dim/2] fp32 as the rope problem takes them."""
+    inv = 1.0 / (10000 ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
+    angles = torch.arange(tokens, device=device, dtype=torch.float32)[:, None] * inv[None, :]
+    return angles.cos(), angles.sin()
+
+
+def rope_eager(q, k, cos, sin):
+    """What an engine runs in PyTorch (the Hugging Face Llama form: rotate_half
+    with the tables repeated to head_dim and broadcast over heads), in fp32 as
+    the problem's accuracy contract asks, written back in place with copy_.
+    Repeating the tables is part of the op here: the problem's tables are
+    [tokens, head_dim/2], once per forward for every layer."""
+    c = torch.cat([cos, cos], dim=-1)[:, None, :]
+    s = torch.cat([sin, sin], dim=-1)[:, None, :]
+    for x in (q, k):
+        xf = x.float()
+        x1, x2 = xf.chunk(2, dim=-1)
+        x.copy_(xf * c + torch.cat([-x2, x1], dim=-1) * s)
+    return q, k
 
 
 def make(problem):
@@ -42,6 +65,11 @@ def make(problem):
         return add_rmsnorm, (bf(8192, 4096), bf(8192, 4096), bf(4096))
     if problem == "swiglu":
         return (lambda g, u: F.silu(g) * u), (bf(8192, 14336), bf(8192, 14336))
+    if problem == "rope":
+        # In place: each timed call rotates the previous call's result; real
+        # tables are rotations, so the values stay in range run after run.
+        cos, sin = rope_tables(8192, 128)
+        return rope_eager, (bf(8192, 32, 128), bf(8192, 32, 128), cos, sin)
     x, w, b = n(100, 3, 224, 224), n(96, 3, 11, 11), n(96)
     if problem == "conv2d":
         return (lambda x, w, b: F.conv2d(x, w, b, stride=4, padding=2)), (x, w, b)

@@ -2,7 +2,9 @@
 """Searches on every built-in problem with a fixed budget and reads the result
 against PyTorch, in one run on one GPU (issues 7 and 9).
 
-For each problem: PyTorch eager and torch.compile are timed on the same shapes
+For each problem (rope included: its PyTorch side is the rotate_half formula
+written back in place with copy_, see problems_vs_torch.rope_eager): PyTorch
+eager and torch.compile are timed on the same shapes
 (TF32 off, CUDA events, L2 flushed, 30 repetitions, median: the method of
 bench/problems_vs_torch.py); then `ksearch run PROBLEM --strategy S
 --budget-minutes M --json` runs each strategy asked for (default: tune, and
