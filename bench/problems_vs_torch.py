@@ -23,6 +23,11 @@ torch.backends.cudnn.allow_tf32 = False
 PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool", "add_rmsnorm", "swiglu", "rope"]
 
 
+# The shape case make() builds PyTorch's tensors at, for problems with shape
+# cases: ksearch's figure to compare with is that case's, not the weighted mean.
+TORCH_CASE = {"rope": "prefill"}
+
+
 def rope_tables(tokens, head_dim, device="cuda"):
     """An engine's precomputed cos/sin rows for positions 0..tokens-1 (base
     10000), [tokens, head_dim/2] fp32 as the rope problem takes them."""

@@ -15,7 +15,9 @@
 // context) works as is. Launch only enqueues: it never synchronizes, never
 // allocates (unless the plan needs a workspace and the caller gives none) and
 // reports launch errors of its own calls only; faults inside the kernel show
-// up on the caller's stream, as with any launch.
+// up on the caller's stream, as with any launch. An `inout` tensor (RoPE's q
+// and k) is the caller's own buffer, overwritten in place: each launch
+// transforms what it holds then.
 //
 // The kernel was judged at the problem's shape cases (its dims when it
 // declares none). Dims given to Launch replace the problem's in the plan's
