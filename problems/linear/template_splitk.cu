@@ -8,9 +8,10 @@
 // M are zero) and 8 rows of W as the B operand.
 //
 // Block: KW warps. Block (bx, by) computes Y[16·by .. +16][8·NT·bx .. +8·NT]:
-// every warp owns the same NT tiles of 8 rows of W and a share of K — the
-// 64-wide chunks c = warp, warp + KW, warp + 2·KW, … — so each W row is read
-// once, by KW warps side by side, 128 contiguous bytes per warp and chunk.
+// every warp owns the same NT tiles of 8 rows of W and a share of K (64-wide
+// chunks; SPAN 0: c = warp, warp + KW, warp + 2·KW, …, the KW warps side by
+// side along each row; SPAN 1: a contiguous run of K / 64 / KW chunks per
+// warp), so each W row is read once, 128 contiguous bytes per warp and chunk.
 // The KW partial sums of every output are added in shared memory in warp
 // order (deterministic), and each output is rounded to bf16 once.
 //
@@ -38,6 +39,9 @@
 #endif
 #ifndef U
 #define U 2
+#endif
+#ifndef SPAN
+#define SPAN 0
 #endif
 
 namespace {
@@ -99,12 +103,18 @@ linear_splitk(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restri
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
   const int chunks = K / 64;
-  for (int c0 = warp; c0 < chunks; c0 += KW * U) {
+  // SPAN 0: chunk c of warp w at iteration i, unrolled step u: w + (i·U + u)·KW
+  // (the warps of a block side by side along each row); SPAN 1: each warp
+  // a contiguous run of ceil(chunks / KW) chunks.
+  const int span = (chunks + KW - 1) / KW;
+  const int first = SPAN ? warp * span : warp, stride = SPAN ? 1 : KW;
+  const int end = SPAN ? min(chunks, first + span) : chunks;
+  for (int c0 = first; c0 < end; c0 += stride * U) {
     uint4 wv[U][NT][2], xl[U][2], xh[U][2];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int c = c0 + u * KW;
-      const bool in = c < chunks;
+      const int c = c0 + u * stride;
+      const bool in = c < end;
       const long long k = (long long)c * 64;
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
