@@ -3,13 +3,15 @@
 time PyTorch eager and torch.compile on the same shapes (TF32 off, CUDA
 events, L2 flushed before each of 30 repetitions, median), and ksearch's
 reference, starting kernel, template defaults and library baseline through
-`ksearch eval --json`. Prints a markdown table; asserts nothing.
+`ksearch eval --json`. A problem with shape cases (linear) is timed in
+PyTorch at each timed case and weighted as ksearch weights them. Prints a markdown table; asserts nothing.
 
   python3 bench/problems_vs_torch.py --ksearch .gpu-bundle/ksearch [--no-compile] [PROBLEM ...]
 """
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,10 +22,37 @@ import torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
-PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool", "add_rmsnorm", "swiglu"]
+PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool", "add_rmsnorm", "swiglu", "linear"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def make(problem):
+def timed_cases(problem):
+    """The problem's timed shape cases as (name, weight, dims), read from its
+    problem.json; one case at its dims when it declares none."""
+    with open(os.path.join(ROOT, "problems", problem, "problem.json")) as f:
+        spec = json.load(f)
+    cases = spec.get("shapes") or [{"name": "default", "dims": {}}]
+    return [(c["name"], c.get("weight", 1.0), {**spec["dims"], **c["dims"]}) for c in cases if c.get("timed", True)]
+
+
+def torch_ms(problem, compile_it=False):
+    """PyTorch's time for the problem as ksearch ranks kernels: the median at
+    each timed shape case, weighted by the case weights (problems with shape
+    cases need `make` to honour `dims`). Returns (weighted ms, {case: ms})."""
+    per_case, total, weights = {}, 0.0, 0.0
+    for name, weight, dims in timed_cases(problem):
+        fn, inputs = make(problem, dims)
+        if compile_it:
+            fn = torch.compile(fn, dynamic=False)
+        per_case[name] = time_ms(fn, inputs)
+        total += weight * per_case[name]
+        weights += weight
+        del inputs
+        torch.cuda.empty_cache()
+    return total / weights, per_case
+
+
+def make(problem, dims=None):
     g = torch.Generator(device="cuda").manual_seed(0)
     n = lambda *s: torch.randn(*s, device="cuda", generator=g)  # noqa: E731
     if problem == "softmax":
@@ -42,6 +71,8 @@ def make(problem):
         return add_rmsnorm, (bf(8192, 4096), bf(8192, 4096), bf(4096))
     if problem == "swiglu":
         return (lambda g, u: F.silu(g) * u), (bf(8192, 14336), bf(8192, 14336))
+    if problem == "linear":
+        return F.linear, (bf(dims["M"], dims["K"]), bf(dims["N"], dims["K"]))
     x, w, b = n(100, 3, 224, 224), n(96, 3, 11, 11), n(96)
     if problem == "conv2d":
         return (lambda x, w, b: F.conv2d(x, w, b, stride=4, padding=2)), (x, w, b)
@@ -85,16 +116,15 @@ def main():
     print(f"# {torch.cuda.get_device_name()} · torch {torch.__version__} · {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
           flush=True)
     for problem in args.problems:
-        fn, inputs = make(problem)
-        eager = time_ms(fn, inputs)
+        eager, eager_cases = torch_ms(problem)
+        if len(eager_cases) > 1:
+            print(f"{problem}: PyTorch eager per case (ms): {eager_cases}", flush=True)
         compiled = None
         if not args.no_compile:
             try:
-                compiled = time_ms(torch.compile(fn), inputs)
+                compiled, _ = torch_ms(problem, compile_it=True)
             except Exception as e:  # noqa: BLE001
                 print(f"{problem}: torch.compile failed: {e}", file=sys.stderr)
-        del inputs
-        torch.cuda.empty_cache()
         start = ksearch_eval(args.ksearch, problem, "start")
         ref = ksearch_eval(args.ksearch, problem, "reference")
         t = lambda e: e.get("timing", {}).get("median_ms")  # noqa: E731

@@ -74,13 +74,10 @@ def main():
     print(f"# {device}, {datetime.date.today()}, budget {args.budget_minutes} min per search\n")
     rows, dump = [], {}
     for problem in args.problems:
-        fn, tensors = yard.make(problem)
-        eager = yard.time_ms(fn, tensors)
+        eager, _ = yard.torch_ms(problem)
         compiled = None
         if not args.no_compile:
-            compiled = yard.time_ms(yard.torch.compile(fn), tensors)
-        del tensors
-        yard.torch.cuda.empty_cache()
+            compiled, _ = yard.torch_ms(problem, compile_it=True)
         for strategy in args.strategies.split(","):
             summary, wall = run_search(args, problem, strategy)
             dump[f"{problem}/{strategy}"] = summary

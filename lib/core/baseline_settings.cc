@@ -56,7 +56,8 @@ Status CheckGemm(const Problem& p, const BaselineBinding& b) {
     if (v > INT32_MAX) return InvalidArgumentError("baseline.settings: GEMM sizes must fit in 32 bits");
   }
   KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "a", m * k, "m × k"));
-  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "b", k * n, "k × n"));
+  // cublaslt_gemm's b_layout "nk": b is stored n×k (nn.Linear's weight) and used transposed.
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "b", k * n, b.Choice("b_layout") == "nk" ? "n × k" : "k × n"));
   KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "c", m * n, "m × n"));
   if (p.baseline.library == "cublas_sgemm") {
     for (std::string_view key : {"a", "b", "c"}) KSEARCH_RETURN_IF_ERROR(CheckDType(p, b, key, {DType::kF32}));
@@ -115,10 +116,13 @@ const std::vector<BaselineLibrary>& BaselineLibraries() {
   static const std::vector<BaselineLibrary> libraries = [] {
     std::vector<BaselineLibrary> l;
     l.push_back({"cublas_sgemm", "cuBLAS SGEMM (TF32 off): row-major c[m,n] = a[m,k] · b[k,n], f32", GemmKeys()});
+    std::vector<BaselineSetting> lt_keys = GemmKeys();
+    lt_keys.push_back(ChoiceKey("b_layout", {"kn", "nk"}));
     l.push_back({"cublaslt_gemm",
-                 "cuBLASLt GEMM with fp32 accumulation: row-major c[m,n] = a[m,k] · b[k,n], a and b bf16 or "
-                 "f16, c the same type or f32",
-                 GemmKeys()});
+                 "cuBLASLt GEMM with fp32 accumulation: row-major c[m,n] = a[m,k] · b[k,n] (b stored k×n, "
+                 "b_layout \"kn\", the default) or c[m,n] = a[m,k] · b[n,k]ᵀ (b stored n×k as nn.Linear's "
+                 "weight, b_layout \"nk\"), a and b bf16 or f16, c the same type or f32",
+                 std::move(lt_keys)});
     l.push_back({"cudnn_conv_fwd",
                  "cuDNN fp32 2-D convolution (NCHW, cross-correlation, FMA math) + bias, optionally fused "
                  "with ReLU, then optionally max pooling",

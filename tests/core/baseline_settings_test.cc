@@ -133,6 +133,40 @@ TEST(BaselineSettings, HalfGemmNeedsMatchingInputTypes) {
   EXPECT_TRUE(Parse(f32_out).ok()) << Parse(f32_out).status().ToString();
 }
 
+// b_layout says how cublaslt_gemm reads b: "kn" (the default, b[k][n]) or
+// "nk" (b[n][k], nn.Linear's weight, c = a·bᵀ). Any other word, or the key on
+// a library that has no such setting, is refused naming the field.
+TEST(BaselineSettings, CublasLtBLayoutIsAChoiceWithKnAsDefault) {
+  auto plain = Parse(GemmJson("bf16", kLtBinding));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(BindBaseline(*plain)->Choice("b_layout"), "kn");
+  auto nk = Parse(GemmJson("bf16", Replace(kLtBinding, R"("k": "hidden")", R"("k": "hidden", "b_layout": "nk")")));
+  ASSERT_TRUE(nk.ok()) << nk.status().ToString();
+  EXPECT_EQ(BindBaseline(*nk)->Choice("b_layout"), "nk");
+  EXPECT_NE(nk->Fingerprint(), plain->Fingerprint()) << "the layout changes what the baseline computes";
+  auto again = Problem::FromJson(nk->ToJson(), "", "again");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(BindBaseline(*again)->Choice("b_layout"), "nk");
+
+  std::string bad = ErrorOf(GemmJson("bf16", Replace(kLtBinding, R"("k": "hidden")", R"("k": "hidden", "b_layout": "nt")")));
+  EXPECT_NE(bad.find(R"(baseline.settings.b_layout: expected one of "kn", "nk", got "nt")"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("p.json"), std::string::npos) << bad;
+  std::string sgemm = ErrorOf(GemmJson(
+      "f32", Replace(Replace(kLtBinding, "cublaslt_gemm", "cublas_sgemm"), R"("k": "hidden")",
+                     R"("k": "hidden", "b_layout": "nk")")));
+  EXPECT_NE(sgemm.find("baseline.settings.b_layout: unknown setting for cublas_sgemm"), std::string::npos) << sgemm;
+}
+
+TEST(BaselineSettings, CublasLtBLayoutNamesTheTransposedCountOfB) {
+  // a matches (m × k = 64 × 128) but b is 128 × 16 = 2048 elements, not n × k = 32 × 128.
+  std::string json = Replace(GemmJson("bf16", Replace(kLtBinding, R"("k": "hidden")", R"("k": "hidden", "b_layout": "nk")")),
+                             R"("shape": ["hidden", "ff"])", R"("shape": ["hidden", 16])");
+  std::string message = ErrorOf(json);
+  EXPECT_NE(message.find("baseline.settings.b: tensor 'wt' has 2048 elements, but the baseline reads it as n × k = 4096"),
+            std::string::npos)
+      << message;
+}
+
 // The built-in problems bind their baselines through settings only.
 TEST(BaselineSettings, BuiltinProblemsBindTheirBaselines) {
   struct Want {
