@@ -9,7 +9,7 @@ namespace ksearch {
 namespace {
 
 const char* kBuiltins[] = {"matmul", "conv2d", "softmax", "layernorm", "conv2d_relu_maxpool",
-                            "add_rmsnorm", "swiglu"};
+                            "add_rmsnorm", "swiglu", "attention"};
 
 TEST(BuiltinProblems, AllAreListed) {
   auto names = BuiltinProblemNames();
