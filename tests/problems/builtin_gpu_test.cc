@@ -41,7 +41,7 @@ TEST_P(BuiltinProblemOnGpu, StartingKernelAndTemplatesPassStrictCheck) {
 
 INSTANTIATE_TEST_SUITE_P(All, BuiltinProblemOnGpu,
                          ::testing::Values("softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool",
-                                           "add_rmsnorm", "swiglu", "attention"));
+                                           "add_rmsnorm", "swiglu"));
 
 }  // namespace
 }  // namespace ksearch
