@@ -22,8 +22,62 @@ import torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
-PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool", "add_rmsnorm", "swiglu", "linear"]
+PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool", "add_rmsnorm", "swiglu", "linear", "attention"]
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# problems/attention's timed shape cases: name, B, H, Sq, Skv (D = 128).
+ATTENTION_CASES = [("prefill", 4, 32, 2048, 2048), ("long", 1, 32, 8192, 8192),
+                   ("decode", 1, 32, 1, 4096), ("decode16", 1, 32, 16, 4096)]
+
+
+def sdpa_bottom_right(q, k, v):
+    """Causal attention on [B, S, H, D] tensors with the mask aligned to the
+    bottom right (query i sees key j <= i + Skv - Sq), as problems/attention
+    defines it. torch's is_causal=True aligns the mask to the top left, which
+    is the same only when Sq == Skv; Sq == 1 sees every key (no mask)."""
+    from torch.nn.attention.bias import causal_lower_right
+    sq, skv = q.shape[1], k.shape[1]
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if sq == skv:
+        out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
+    elif sq == 1:
+        out = F.scaled_dot_product_attention(qt, kt, vt)
+    else:
+        out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=causal_lower_right(sq, skv))
+    return out.transpose(1, 2)
+
+
+def attention_backends():
+    """Times PyTorch's flash and cuDNN SDPA backends at every timed case of
+    problems/attention (bf16, D = 128, the method of time_ms). A backend that
+    refuses a case is reported with its error. Also prints the largest
+    difference between the two backends' outputs, as a sanity check of the
+    mask."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    rows = []
+    for name, b, h, sq, skv in ATTENTION_CASES:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(b, s, h, 128, device="cuda", generator=g).to(torch.bfloat16)
+                   for s in (sq, skv, skv))
+        row, outs = [name, f"B{b} H{h} Sq={sq} Skv={skv}"], []
+        for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION):
+            try:
+                with sdpa_kernel([backend]):
+                    outs.append(sdpa_bottom_right(q, k, v).float())
+                    row.append(f"{time_ms(sdpa_bottom_right, (q, k, v)):.4f} ms")
+            except Exception as e:  # noqa: BLE001
+                row.append(f"n/a ({str(e).splitlines()[0][:80]})")
+        row.append(f"{(outs[0] - outs[1]).abs().max().item():.2e}" if len(outs) == 2 else "—")
+        rows.append(row)
+        del q, k, v, outs
+        torch.cuda.empty_cache()
+    print("\n| attention case | shape | PyTorch flash backend | PyTorch cuDNN backend | max |flash - cuDNN| |")
+    print("| --- | --- | --- | --- | --- |")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    sys.stdout.flush()
+    return rows
 
 
 def timed_cases(problem):
@@ -73,6 +127,8 @@ def make(problem, dims=None):
         return (lambda g, u: F.silu(g) * u), (bf(8192, 14336), bf(8192, 14336))
     if problem == "linear":
         return F.linear, (bf(dims["M"], dims["K"]), bf(dims["N"], dims["K"]))
+    if problem == "attention":  # the nominal (prefill) case; attention_backends() times every case
+        return sdpa_bottom_right, (bf(4, 2048, 32, 128), bf(4, 2048, 32, 128), bf(4, 2048, 32, 128))
     x, w, b = n(100, 3, 224, 224), n(96, 3, 11, 11), n(96)
     if problem == "conv2d":
         return (lambda x, w, b: F.conv2d(x, w, b, stride=4, padding=2)), (x, w, b)
@@ -139,6 +195,8 @@ def main():
     for p, eager, comp, base, bname, ref, start, status, roof in rows:
         ratio = f"{eager / start:.2f}×" if start else "—"
         print(f"| {p} | {fmt(eager)} | {fmt(comp)} | {fmt(base)} {bname} | {fmt(ref)} | {fmt(start)} ({status}) | {ratio} |")
+    if "attention" in args.problems:
+        attention_backends()
 
 
 if __name__ == "__main__":

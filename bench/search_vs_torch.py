@@ -106,6 +106,8 @@ def main():
     print("|" + "---|" * len(head))
     for r in rows:
         print("| " + " | ".join(r) + " |")
+    if "attention" in args.problems:
+        dump["attention/torch_backends"] = yard.attention_backends()
     with open(args.out, "w") as f:
         json.dump(dump, f)
 
