@@ -3,34 +3,18 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "baselines/cudnn_sdpa.h"
+#include "baselines/dynamic_library.h"
 #include "core/baseline_settings.h"
 #include "cuda/driver.h"
 #include "cuda/objects.h"
 
 namespace ksearch::internal {
 namespace {
-
-// Resolves `symbol` from `library` into `fn`, or returns kNotFound.
-template <typename Fn>
-Status Resolve(void* library, const char* library_name, const char* symbol, Fn* fn) {
-  *fn = reinterpret_cast<Fn>(::dlsym(library, symbol));
-  if (!*fn) return NotFoundError(std::string(library_name) + " has no symbol " + symbol);
-  return Status::Ok();
-}
-
-StatusOr<void*> Open(const char* name) {
-  void* library = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    const char* reason = ::dlerror();
-    return NotFoundError(std::string("cannot load ") + name + " (" + (reason ? reason : "unknown") + ")");
-  }
-  return library;
-}
 
 // ---------------------------------------------------------------------------
 // cuBLAS SGEMM, row-major C[M,N] = A[M,K] · B[K,N].
@@ -480,6 +464,7 @@ StatusOr<std::unique_ptr<LibraryBaseline>> CreateLibraryBaseline(const Problem& 
   if (name == "cublas_sgemm") return CublasSgemm::Create(problem);
   if (name == "cublaslt_gemm") return CublasLtGemm::Create(problem);
   if (name == "cudnn_conv_fwd") return CudnnConv::Create(problem);
+  if (name == "cudnn_sdpa") return CreateCudnnSdpa(problem);
   return UnimplementedError("unknown baseline library '" + name + "'");
 }
 
