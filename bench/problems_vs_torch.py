@@ -3,13 +3,15 @@
 time PyTorch eager and torch.compile on the same shapes (TF32 off, CUDA
 events, L2 flushed before each of 30 repetitions, median), and ksearch's
 reference, starting kernel, template defaults and library baseline through
-`ksearch eval --json`. Prints a markdown table; asserts nothing.
+`ksearch eval --json`. A problem with shape cases (linear, rope) is timed in
+PyTorch at each timed case and weighted as ksearch weights them. Prints a markdown table; asserts nothing.
 
   python3 bench/problems_vs_torch.py --ksearch .gpu-bundle/ksearch [--no-compile] [PROBLEM ...]
 """
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,12 +22,13 @@ import torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
-PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool", "add_rmsnorm", "swiglu", "rope"]
+PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool", "add_rmsnorm", "swiglu", "linear", "attention", "rope"]
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# The shape case make() builds PyTorch's tensors at, for problems with shape
-# cases: ksearch's figure to compare with is that case's, not the weighted mean.
-TORCH_CASE = {"rope": "prefill"}
+# problems/attention's timed shape cases: name, B, H, Sq, Skv (D = 128).
+ATTENTION_CASES = [("prefill", 4, 32, 2048, 2048), ("long", 1, 32, 8192, 8192),
+                   ("decode", 1, 32, 1, 4096), ("decode16", 1, 32, 16, 4096)]
 
 
 def rope_tables(tokens, head_dim, device="cuda"):
@@ -51,7 +54,82 @@ def rope_eager(q, k, cos, sin):
     return q, k
 
 
-def make(problem):
+def sdpa_bottom_right(q, k, v):
+    """Causal attention on [B, S, H, D] tensors with the mask aligned to the
+    bottom right (query i sees key j <= i + Skv - Sq), as problems/attention
+    defines it. torch's is_causal=True aligns the mask to the top left, which
+    is the same only when Sq == Skv; Sq == 1 sees every key (no mask)."""
+    from torch.nn.attention.bias import causal_lower_right
+    sq, skv = q.shape[1], k.shape[1]
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if sq == skv:
+        out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
+    elif sq == 1:
+        out = F.scaled_dot_product_attention(qt, kt, vt)
+    else:
+        out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=causal_lower_right(sq, skv))
+    return out.transpose(1, 2)
+
+
+def attention_backends():
+    """Times PyTorch's flash and cuDNN SDPA backends at every timed case of
+    problems/attention (bf16, D = 128, the method of time_ms). A backend that
+    refuses a case is reported with its error. Also prints the largest
+    difference between the two backends' outputs, as a sanity check of the
+    mask."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    rows = []
+    for name, b, h, sq, skv in ATTENTION_CASES:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(b, s, h, 128, device="cuda", generator=g).to(torch.bfloat16)
+                   for s in (sq, skv, skv))
+        row, outs = [name, f"B{b} H{h} Sq={sq} Skv={skv}"], []
+        for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION):
+            try:
+                with sdpa_kernel([backend]):
+                    outs.append(sdpa_bottom_right(q, k, v).float())
+                    row.append(f"{time_ms(sdpa_bottom_right, (q, k, v)):.4f} ms")
+            except Exception as e:  # noqa: BLE001
+                row.append(f"n/a ({str(e).splitlines()[0][:80]})")
+        row.append(f"{(outs[0] - outs[1]).abs().max().item():.2e}" if len(outs) == 2 else "—")
+        rows.append(row)
+        del q, k, v, outs
+        torch.cuda.empty_cache()
+    print("\n| attention case | shape | PyTorch flash backend | PyTorch cuDNN backend | max |flash - cuDNN| |")
+    print("| --- | --- | --- | --- | --- |")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    sys.stdout.flush()
+    return rows
+
+
+def timed_cases(problem):
+    """The problem's timed shape cases as (name, weight, dims), read from its
+    problem.json; one case at its dims when it declares none."""
+    with open(os.path.join(ROOT, "problems", problem, "problem.json")) as f:
+        spec = json.load(f)
+    cases = spec.get("shapes") or [{"name": "default", "dims": {}}]
+    return [(c["name"], c.get("weight", 1.0), {**spec["dims"], **c["dims"]}) for c in cases if c.get("timed", True)]
+
+
+def torch_ms(problem, compile_it=False):
+    """PyTorch's time for the problem as ksearch ranks kernels: the median at
+    each timed shape case, weighted by the case weights (problems with shape
+    cases need `make` to honour `dims`). Returns (weighted ms, {case: ms})."""
+    per_case, total, weights = {}, 0.0, 0.0
+    for name, weight, dims in timed_cases(problem):
+        fn, inputs = make(problem, dims)
+        if compile_it:
+            fn = torch.compile(fn, dynamic=False)
+        per_case[name] = time_ms(fn, inputs)
+        total += weight * per_case[name]
+        weights += weight
+        del inputs
+        torch.cuda.empty_cache()
+    return total / weights, per_case
+
+
+def make(problem, dims=None):
     g = torch.Generator(device="cuda").manual_seed(0)
     n = lambda *s: torch.randn(*s, device="cuda", generator=g)  # noqa: E731
     if problem == "softmax":
@@ -70,11 +148,17 @@ def make(problem):
         return add_rmsnorm, (bf(8192, 4096), bf(8192, 4096), bf(4096))
     if problem == "swiglu":
         return (lambda g, u: F.silu(g) * u), (bf(8192, 14336), bf(8192, 14336))
+    if problem == "linear":
+        return F.linear, (bf(dims["M"], dims["K"]), bf(dims["N"], dims["K"]))
+    if problem == "attention":  # the nominal (prefill) case; attention_backends() times every case
+        return sdpa_bottom_right, (bf(4, 2048, 32, 128), bf(4, 2048, 32, 128), bf(4, 2048, 32, 128))
     if problem == "rope":
         # In place: each timed call rotates the previous call's result; real
         # tables are rotations, so the values stay in range run after run.
-        cos, sin = rope_tables(8192, 128)
-        return rope_eager, (bf(8192, 32, 128), bf(8192, 32, 128), cos, sin)
+        d = dims or {"tokens": 8192, "heads": 32, "kv_heads": 32, "head_dim": 128}
+        cos, sin = rope_tables(d["tokens"], d["head_dim"])
+        return rope_eager, (bf(d["tokens"], d["heads"], d["head_dim"]), bf(d["tokens"], d["kv_heads"], d["head_dim"]),
+                            cos, sin)
     x, w, b = n(100, 3, 224, 224), n(96, 3, 11, 11), n(96)
     if problem == "conv2d":
         return (lambda x, w, b: F.conv2d(x, w, b, stride=4, padding=2)), (x, w, b)
@@ -118,16 +202,15 @@ def main():
     print(f"# {torch.cuda.get_device_name()} · torch {torch.__version__} · {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
           flush=True)
     for problem in args.problems:
-        fn, inputs = make(problem)
-        eager = time_ms(fn, inputs)
+        eager, eager_cases = torch_ms(problem)
+        if len(eager_cases) > 1:
+            print(f"{problem}: PyTorch eager per case (ms): {eager_cases}", flush=True)
         compiled = None
         if not args.no_compile:
             try:
-                compiled = time_ms(torch.compile(fn), inputs)
+                compiled, _ = torch_ms(problem, compile_it=True)
             except Exception as e:  # noqa: BLE001
                 print(f"{problem}: torch.compile failed: {e}", file=sys.stderr)
-        del inputs
-        torch.cuda.empty_cache()
         start = ksearch_eval(args.ksearch, problem, "start")
         ref = ksearch_eval(args.ksearch, problem, "reference")
         t = lambda e: e.get("timing", {}).get("median_ms")  # noqa: E731
@@ -142,6 +225,8 @@ def main():
     for p, eager, comp, base, bname, ref, start, status, roof in rows:
         ratio = f"{eager / start:.2f}×" if start else "—"
         print(f"| {p} | {fmt(eager)} | {fmt(comp)} | {fmt(base)} {bname} | {fmt(ref)} | {fmt(start)} ({status}) | {ratio} |")
+    if "attention" in args.problems:
+        attention_backends()
 
 
 if __name__ == "__main__":

@@ -53,23 +53,6 @@ def run_search(args, problem, strategy):
     return summary, wall
 
 
-def at_torch_shape(problem, best):
-    """(median ms, baseline ms, roofline fraction, label) of the best kernel at
-    the shape PyTorch ran: the problem's own figures, or with shape cases those
-    of its case yard.TORCH_CASE names."""
-    median = (best.get("timing") or {}).get("median_ms")
-    base_ms = (best.get("baseline_timing") or {}).get("median_ms")
-    roofline = best.get("roofline_fraction")
-    name = yard.TORCH_CASE.get(problem)
-    case = next((c for c in best.get("cases") or [] if c.get("name") == name), None)
-    if not case or not case.get("median_ms"):
-        return median, base_ms, roofline, ""
-    median = case["median_ms"]
-    base_ms = median * case["speedup"] if case.get("speedup") else None
-    roofline = case["floor_ms"] / median if case.get("floor_ms") else None
-    return median, base_ms, roofline, f" (case {name}; weighted over cases {fmt(best.get('timing', {}).get('median_ms'), '{:.4f}')})"
-
-
 def fmt(value, pattern="{:.3f}"):
     return "—" if value is None else pattern.format(value)
 
@@ -93,29 +76,25 @@ def main():
     print(f"# {device}, {datetime.date.today()}, budget {args.budget_minutes} min per search\n")
     rows, dump = [], {}
     for problem in args.problems:
-        fn, tensors = yard.make(problem)
-        eager = yard.time_ms(fn, tensors)
+        eager, _ = yard.torch_ms(problem)
         compiled = None
         if not args.no_compile:
-            compiled = yard.time_ms(yard.torch.compile(fn), tensors)
-        del tensors
-        yard.torch.cuda.empty_cache()
+            compiled, _ = yard.torch_ms(problem, compile_it=True)
         for strategy in args.strategies.split(","):
             summary, wall = run_search(args, problem, strategy)
             dump[f"{problem}/{strategy}"] = summary
             best = (summary or {}).get("best") or {}
-            median, base_ms, roofline, case_note = at_torch_shape(problem, best)
-            base = dict(best.get("speedup") or {})
-            if case_note:
-                base["ratio"] = base_ms / median if base_ms and median else None
+            median = (best.get("timing") or {}).get("median_ms")
+            base = best.get("speedup") or {}
+            base_ms = (best.get("baseline_timing") or {}).get("median_ms")
             params = ((summary or {}).get("best_plan") or {}).get("params", {})
             rows.append([
-                problem, strategy, fmt(median, "{:.4f}") + case_note,
+                problem, strategy, fmt(median, "{:.4f}"),
                 fmt(eager / median if median else None, "{:.2f}x"),
                 fmt(compiled / median if median and compiled else None, "{:.2f}x"),
                 f"{fmt(base.get('ratio'), '{:.2f}x')} vs {base.get('baseline', '—')}"
                 f" ({fmt(base_ms, '{:.3f}')} ms)",
-                fmt(roofline, "{:.0%}"),
+                fmt(best.get("roofline_fraction"), "{:.0%}"),
                 fmt(best.get("max_l2_rel_error"), "{:.1e}"),
                 " ".join(f"{k}={v}" for k, v in params.items()) or "—",
                 str((summary or {}).get("candidates", "—")),
@@ -129,6 +108,8 @@ def main():
     print("|" + "---|" * len(head))
     for r in rows:
         print("| " + " | ".join(r) + " |")
+    if "attention" in args.problems:
+        dump["attention/torch_backends"] = yard.attention_backends()
     with open(args.out, "w") as f:
         json.dump(dump, f)
 

@@ -146,7 +146,7 @@ struct SearchSummary {
   // fastest candidate correct at every shape case of that bucket, with its
   // evaluation restricted to the bucket (timing: the bucket's weighted
   // time); nullopt where none was. Empty without buckets. Kept by
-  // ParameterTuneSearch; KernelCache::PutTable stores it.
+  // SearchRun::Record for every strategy; KernelCache::PutTable stores it.
   std::vector<std::optional<HistoryEntry>> best_per_bucket;
   std::optional<HistoryEntry> start; // the starting kernel's evaluation
   int64_t input_tokens = 0;
@@ -287,7 +287,8 @@ class SearchRun {
   std::vector<const HistoryEntry*> Evaluate(std::vector<Candidate> batch);
   // For a strategy that runs the evaluator itself (on threads of its own,
   // say): counts a judged candidate into the summary (candidates, correct,
-  // by_status, best), reports it to the observers, remembers it as the
+  // by_status, best, and for a problem with dispatch buckets each bucket's
+  // best in best_per_bucket), reports it to the observers, remembers it as the
   // original of its content unless `duplicate`, and checks the limits. It
   // does not add it to the history: the strategy appends its entries to
   // summary().history.entries in the order it wants. A kCancelled evaluation
@@ -354,6 +355,7 @@ class SearchRun {
                              const std::vector<std::string>& notes);
 
  private:
+  void RecordBuckets(const HistoryEntry& entry);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

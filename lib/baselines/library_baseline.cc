@@ -3,34 +3,18 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "baselines/cudnn_sdpa.h"
+#include "baselines/dynamic_library.h"
 #include "core/baseline_settings.h"
 #include "cuda/driver.h"
 #include "cuda/objects.h"
 
 namespace ksearch::internal {
 namespace {
-
-// Resolves `symbol` from `library` into `fn`, or returns kNotFound.
-template <typename Fn>
-Status Resolve(void* library, const char* library_name, const char* symbol, Fn* fn) {
-  *fn = reinterpret_cast<Fn>(::dlsym(library, symbol));
-  if (!*fn) return NotFoundError(std::string(library_name) + " has no symbol " + symbol);
-  return Status::Ok();
-}
-
-StatusOr<void*> Open(const char* name) {
-  void* library = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    const char* reason = ::dlerror();
-    return NotFoundError(std::string("cannot load ") + name + " (" + (reason ? reason : "unknown") + ")");
-  }
-  return library;
-}
 
 // ---------------------------------------------------------------------------
 // cuBLAS SGEMM, row-major C[M,N] = A[M,K] · B[K,N].
@@ -98,7 +82,8 @@ class CublasSgemm final : public LibraryBaseline {
 };
 
 // ---------------------------------------------------------------------------
-// cuBLASLt GEMM, row-major c[m,n] = a[m,k] · b[k,n], a and b bf16 or f16,
+// cuBLASLt GEMM, row-major c[m,n] = a[m,k] · b[k,n] (or · b[n,k]ᵀ with
+// b_layout "nk", the nn.Linear layout), a and b bf16 or f16,
 // fp32 accumulation (CUBLAS_COMPUTE_32F), c rounded once to its dtype. The
 // algorithm is what an expert would pick: the heuristic's top candidates,
 // each timed on this shape, the fastest kept.
@@ -142,16 +127,23 @@ class CublasLtGemm final : public LibraryBaseline {
                   std::to_string(v % 100);
     KSEARCH_RETURN_IF_ERROR(
         b->Check(b->cublasLtMatmulDescCreate_(&b->desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
-    cublasOperation_t no = CUBLAS_OP_N;
-    for (auto attribute : {CUBLASLT_MATMUL_DESC_TRANSA, CUBLASLT_MATMUL_DESC_TRANSB}) {
-      KSEARCH_RETURN_IF_ERROR(b->Check(b->cublasLtMatmulDescSetAttribute_(b->desc_, attribute, &no, sizeof(no)),
-                                       "cublasLtMatmulDescSetAttribute"));
-    }
     // Row-major c = a·b is column-major cᵀ (n×m) = bᵀ (n×k) · aᵀ (k×m): the
-    // library's first operand is the problem's b.
-    KSEARCH_RETURN_IF_ERROR(
-        b->Check(b->cublasLtMatrixLayoutCreate_(&b->first_, in_type, n, k, static_cast<int64_t>(n)),
-                 "cublasLtMatrixLayoutCreate(b)"));
+    // library's first operand is the problem's b. Stored k×n row-major
+    // (b_layout "kn"), b is the column-major n×k matrix bᵀ itself; stored
+    // n×k row-major ("nk", c = a·bᵀ), it is a column-major k×n matrix that
+    // the library transposes (TRANSA).
+    const bool b_nk = bind.Choice("b_layout") == "nk";
+    cublasOperation_t first_op = b_nk ? CUBLAS_OP_T : CUBLAS_OP_N, second_op = CUBLAS_OP_N;
+    KSEARCH_RETURN_IF_ERROR(b->Check(
+        b->cublasLtMatmulDescSetAttribute_(b->desc_, CUBLASLT_MATMUL_DESC_TRANSA, &first_op, sizeof(first_op)),
+        "cublasLtMatmulDescSetAttribute(TRANSA)"));
+    KSEARCH_RETURN_IF_ERROR(b->Check(
+        b->cublasLtMatmulDescSetAttribute_(b->desc_, CUBLASLT_MATMUL_DESC_TRANSB, &second_op, sizeof(second_op)),
+        "cublasLtMatmulDescSetAttribute(TRANSB)"));
+    KSEARCH_RETURN_IF_ERROR(b->Check(
+        b_nk ? b->cublasLtMatrixLayoutCreate_(&b->first_, in_type, k, n, static_cast<int64_t>(k))
+             : b->cublasLtMatrixLayoutCreate_(&b->first_, in_type, n, k, static_cast<int64_t>(n)),
+        "cublasLtMatrixLayoutCreate(b)"));
     KSEARCH_RETURN_IF_ERROR(
         b->Check(b->cublasLtMatrixLayoutCreate_(&b->second_, in_type, k, m, static_cast<int64_t>(k)),
                  "cublasLtMatrixLayoutCreate(a)"));
@@ -472,6 +464,7 @@ StatusOr<std::unique_ptr<LibraryBaseline>> CreateLibraryBaseline(const Problem& 
   if (name == "cublas_sgemm") return CublasSgemm::Create(problem);
   if (name == "cublaslt_gemm") return CublasLtGemm::Create(problem);
   if (name == "cudnn_conv_fwd") return CudnnConv::Create(problem);
+  if (name == "cudnn_sdpa") return CreateCudnnSdpa(problem);
   return UnimplementedError("unknown baseline library '" + name + "'");
 }
 

@@ -2,7 +2,7 @@
 // that ksearch neither links nor requires them: cuBLAS SGEMM with TF32 off;
 // cuBLASLt bf16/fp16 GEMM with fp32 accumulation; cuDNN fp32 forward
 // convolution (FMA math, no TF32) + bias, fused with ReLU, then max pooling,
-// as the problem's settings ask. Each binds to the problem's tensors and dims
+// as the problem's settings ask; cuDNN's fused attention (cudnn_sdpa.h). Each binds to the problem's tensors and dims
 // through problem.baseline.settings (core/baseline_settings.h), never by name.
 //
 // Thread safety: one object per evaluator, used from its thread only.

@@ -56,7 +56,8 @@ Status CheckGemm(const Problem& p, const BaselineBinding& b) {
     if (v > INT32_MAX) return InvalidArgumentError("baseline.settings: GEMM sizes must fit in 32 bits");
   }
   KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "a", m * k, "m × k"));
-  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "b", k * n, "k × n"));
+  // cublaslt_gemm's b_layout "nk": b is stored n×k (nn.Linear's weight) and used transposed.
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "b", k * n, b.Choice("b_layout") == "nk" ? "n × k" : "k × n"));
   KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "c", m * n, "m × n"));
   if (p.baseline.library == "cublas_sgemm") {
     for (std::string_view key : {"a", "b", "c"}) KSEARCH_RETURN_IF_ERROR(CheckDType(p, b, key, {DType::kF32}));
@@ -109,16 +110,57 @@ Status CheckConv(const Problem& p, const BaselineBinding& b) {
                         " (the pooled output)");
 }
 
+// Scaled dot-product attention: q [batch, seq_q, heads, head_dim], k and v
+// [batch, seq_kv, heads, head_dim], o like q; one half type throughout.
+std::vector<BaselineSetting> SdpaKeys() {
+  return {TensorKey("q", TensorRole::kInput),  TensorKey("k", TensorRole::kInput), TensorKey("v", TensorRole::kInput),
+          TensorKey("o", TensorRole::kOutput), SizeKey("batch"),                   SizeKey("heads"),
+          SizeKey("seq_q"),                    SizeKey("seq_kv"),                  SizeKey("head_dim"),
+          ChoiceKey("causal", {"bottom_right", "top_left", "none"})};
+}
+
+// The largest head size cuDNN's fused attention engines take for bf16/fp16
+// (Hopper and later); it must also be a multiple of 8 (16-byte rows).
+constexpr int64_t kSdpaMaxHeadDim = 256;
+
+Status CheckSdpa(const Problem& p, const BaselineBinding& b) {
+  int64_t batch = b.Size("batch"), heads = b.Size("heads"), sq = b.Size("seq_q"), skv = b.Size("seq_kv"),
+          d = b.Size("head_dim");
+  for (int64_t v : {batch, heads, sq, skv, d}) {
+    if (v > INT32_MAX) return InvalidArgumentError("baseline.settings: attention sizes must fit in 32 bits");
+  }
+  if (d % 8 != 0 || d > kSdpaMaxHeadDim) {
+    return InvalidArgumentError("baseline.settings.head_dim: " + std::to_string(d) +
+                                "; cudnn_sdpa needs a multiple of 8 no larger than " +
+                                std::to_string(kSdpaMaxHeadDim));
+  }
+  if (b.Choice("causal") == "bottom_right" && sq > skv) {
+    return InvalidArgumentError("baseline.settings.causal: \"bottom_right\" with seq_q = " + std::to_string(sq) +
+                                " > seq_kv = " + std::to_string(skv) +
+                                " leaves the first queries no key to attend (cuDNN refuses it)");
+  }
+  KSEARCH_RETURN_IF_ERROR(CheckDType(p, b, "q", {DType::kBF16, DType::kF16}));
+  DType half = p.tensors[static_cast<size_t>(b.Tensor("q"))].dtype;
+  for (std::string_view key : {"k", "v", "o"}) KSEARCH_RETURN_IF_ERROR(CheckDType(p, b, key, {half}));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "q", batch * sq * heads * d, "batch × seq_q × heads × head_dim"));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "k", batch * skv * heads * d, "batch × seq_kv × heads × head_dim"));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "v", batch * skv * heads * d, "batch × seq_kv × heads × head_dim"));
+  return CheckCount(p, b, "o", batch * sq * heads * d, "batch × seq_q × heads × head_dim");
+}
+
 }  // namespace
 
 const std::vector<BaselineLibrary>& BaselineLibraries() {
   static const std::vector<BaselineLibrary> libraries = [] {
     std::vector<BaselineLibrary> l;
     l.push_back({"cublas_sgemm", "cuBLAS SGEMM (TF32 off): row-major c[m,n] = a[m,k] · b[k,n], f32", GemmKeys()});
+    std::vector<BaselineSetting> lt_keys = GemmKeys();
+    lt_keys.push_back(ChoiceKey("b_layout", {"kn", "nk"}));
     l.push_back({"cublaslt_gemm",
-                 "cuBLASLt GEMM with fp32 accumulation: row-major c[m,n] = a[m,k] · b[k,n], a and b bf16 or "
-                 "f16, c the same type or f32",
-                 GemmKeys()});
+                 "cuBLASLt GEMM with fp32 accumulation: row-major c[m,n] = a[m,k] · b[k,n] (b stored k×n, "
+                 "b_layout \"kn\", the default) or c[m,n] = a[m,k] · b[n,k]ᵀ (b stored n×k as nn.Linear's "
+                 "weight, b_layout \"nk\"), a and b bf16 or f16, c the same type or f32",
+                 std::move(lt_keys)});
     l.push_back({"cudnn_conv_fwd",
                  "cuDNN fp32 2-D convolution (NCHW, cross-correlation, FMA math) + bias, optionally fused "
                  "with ReLU, then optionally max pooling",
@@ -128,6 +170,10 @@ const std::vector<BaselineLibrary>& BaselineLibraries() {
                   SizeKey("kernel_h"), SizeKey("kernel_w"), SizeKey("stride", "1"), SizeKey("padding", "0"),
                   ChoiceKey("activation", {"none", "relu"}), ChoiceKey("pool", {"none", "max"}),
                   OptionalSizeKey("pool_kernel"), OptionalSizeKey("pool_stride")}});
+    l.push_back({"cudnn_sdpa",
+                 "cuDNN fused flash attention (graph API), bf16 or f16: o = softmax(q·kᵀ / sqrt(head_dim), "
+                 "causal mask) · v, q/k/v/o laid out [batch, seq, heads, head_dim], fp32 softmax and accumulation",
+                 SdpaKeys()});
     return l;
   }();
   return libraries;
@@ -249,6 +295,7 @@ StatusOr<BaselineBinding> BindBaseline(const Problem& p) {
 Status CheckBaselineShapes(const Problem& p, const BaselineBinding& binding) {
   if (p.baseline.library.empty()) return Status::Ok();
   if (p.baseline.library == "cudnn_conv_fwd") return CheckConv(p, binding);
+  if (p.baseline.library == "cudnn_sdpa") return CheckSdpa(p, binding);
   return CheckGemm(p, binding);
 }
 

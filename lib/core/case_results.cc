@@ -1,5 +1,8 @@
 #include "core/case_results.h"
 
+#include "core/evaluation_json.h"
+#include "core/json_util.h"
+
 #include <boost/json.hpp>
 #include <cmath>
 #include <cstdio>
@@ -7,19 +10,14 @@
 namespace ksearch::internal {
 namespace {
 
-boost::json::value Finite(double v) {
-  if (!std::isfinite(v)) return nullptr;
-  return v;
-}
+// Non-finite figures (an overflowing speedup, a NaN time) are written as
+// "nan"/"inf" and read back as themselves, as in the rest of an evaluation.
+boost::json::value Number(double v) { return NumberToJson(v); }
 
 Status ReadNumber(const JsonNode& o, std::string_view key, double* out) {
   KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> node, o.Find(key));
   if (!node) return Status::Ok();
-  if (node->element().is_null()) {
-    *out = 0.0;
-    return Status::Ok();
-  }
-  KSEARCH_ASSIGN_OR_RETURN(*out, node->Double());
+  KSEARCH_ASSIGN_OR_RETURN(*out, NumberFromNode(*node));
   return Status::Ok();
 }
 
@@ -32,25 +30,25 @@ boost::json::value CaseResultsToJson(const std::vector<CaseResult>& cases) {
     for (const auto& [name, value] : c.dims) dims[name] = value;
     out.push_back(boost::json::object{{"name", c.name},
                                       {"dims", std::move(dims)},
-                                      {"weight", Finite(c.weight)},
+                                      {"weight", Number(c.weight)},
                                       {"timed", c.timed},
                                       {"status", std::string(ToString(c.status))},
                                       {"message", c.message},
-                                      {"median_ms", Finite(c.median_ms)},
-                                      {"min_ms", Finite(c.min_ms)},
-                                      {"p10_ms", Finite(c.p10_ms)},
-                                      {"p90_ms", Finite(c.p90_ms)},
-                                      {"ci_low_ms", Finite(c.ci_low_ms)},
-                                      {"ci_high_ms", Finite(c.ci_high_ms)},
+                                      {"median_ms", Number(c.median_ms)},
+                                      {"min_ms", Number(c.min_ms)},
+                                      {"p10_ms", Number(c.p10_ms)},
+                                      {"p90_ms", Number(c.p90_ms)},
+                                      {"ci_low_ms", Number(c.ci_low_ms)},
+                                      {"ci_high_ms", Number(c.ci_high_ms)},
                                       {"repetitions", c.repetitions},
-                                      {"baseline_median_ms", Finite(c.baseline_median_ms)},
+                                      {"baseline_median_ms", Number(c.baseline_median_ms)},
                                       {"baseline", c.baseline},
-                                      {"speedup", Finite(c.speedup)},
-                                      {"speedup_ci_low", Finite(c.speedup_ci_low)},
-                                      {"speedup_ci_high", Finite(c.speedup_ci_high)},
-                                      {"floor_ms", Finite(c.floor_ms)},
-                                      {"max_l2_rel_error", Finite(c.max_l2_rel_error)},
-                                      {"allowed_l2_rel_error", Finite(c.allowed_l2_rel_error)}});
+                                      {"speedup", Number(c.speedup)},
+                                      {"speedup_ci_low", Number(c.speedup_ci_low)},
+                                      {"speedup_ci_high", Number(c.speedup_ci_high)},
+                                      {"floor_ms", Number(c.floor_ms)},
+                                      {"max_l2_rel_error", Number(c.max_l2_rel_error)},
+                                      {"allowed_l2_rel_error", Number(c.allowed_l2_rel_error)}});
   }
   return out;
 }

@@ -94,9 +94,7 @@ Status LocalEvaluator::MeasurePeaks() {
     device_.peak_gflops = flops / (ms * 1e-3) / 1e9;
   }
 
-  // The arithmetic floor is that of the fastest path the problem allows.
-  double best_gflops = device_.peak_gflops;
-  floor_path_ = "fp32_fma";
+  // The tensor-core paths the problem allows.
   for (const MmaPath& path : kMmaPaths) {
     if (std::find(problem_.arithmetic_paths.begin(), problem_.arithmetic_paths.end(),
                   path.name) == problem_.arithmetic_paths.end()) {
@@ -114,10 +112,6 @@ Status LocalEvaluator::MeasurePeaks() {
     double flops = path.flops_per_mma * 8 * iterations * blocks * (threads / 32);
     double gflops = flops / (ms * 1e-3) / 1e9;
     device_.peak_mma_gflops.emplace_back(path.name, gflops);
-    if (gflops > best_gflops) {
-      best_gflops = gflops;
-      floor_path_ = path.name;
-    }
     // Hopper's warpgroup MMA runs faster than mma.sync: the floor is that of
     // the faster instruction (candidates compile for sm_90a and may use it).
     if (wgmma_fn_) {
@@ -133,10 +127,29 @@ Status LocalEvaluator::MeasurePeaks() {
       double wg_gflops = wg_flops / (wg_ms * 1e-3) / 1e9;
       const std::string name = std::string(path.name) + " (wgmma)";
       device_.peak_mma_gflops.emplace_back(name, wg_gflops);
-      if (wg_gflops > best_gflops) {
-        best_gflops = wg_gflops;
-        floor_path_ = name;
-      }
+    }
+  }
+  SetFloor();
+  return Status::Ok();
+}
+
+void LocalEvaluator::UsePeaks(const DeviceInfo& measured) {
+  device_.peak_bandwidth_gbps = measured.peak_bandwidth_gbps;
+  device_.peak_gflops = measured.peak_gflops;
+  device_.peak_mma_gflops = measured.peak_mma_gflops;
+  SetFloor();
+}
+
+void LocalEvaluator::SetFloor() {
+  // The arithmetic floor is that of the fastest path the problem allows
+  // (MeasurePeaks measures only those); Hopper's warpgroup MMA runs faster
+  // than mma.sync, so there it is the faster instruction's.
+  double best_gflops = device_.peak_gflops;
+  floor_path_ = "fp32_fma";
+  for (const auto& [name, gflops] : device_.peak_mma_gflops) {
+    if (gflops > best_gflops) {
+      best_gflops = gflops;
+      floor_path_ = name;
     }
   }
   auto problem_flops = problem_.Flops();
@@ -146,7 +159,6 @@ Status LocalEvaluator::MeasurePeaks() {
       problem_bytes.ok() ? *problem_bytes / (device_.peak_bandwidth_gbps * 1e9) * 1e3 : 0.0;
   floor_ms_ = std::max(flops_ms, bytes_ms);
   if (bytes_ms >= flops_ms) floor_path_ = "memory bandwidth";
-  return Status::Ok();
 }
 
 StatusOr<SetTolerance> LocalEvaluator::CalibrateSet(const InputSet& set) {

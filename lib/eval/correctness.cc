@@ -54,6 +54,10 @@ bool LocalEvaluator::Mismatched(const TensorSpec& spec, size_t t, const InputSet
                   spec.name.c_str(), set.name.c_str(), phase.c_str(),
                   static_cast<long long>(c.raw.bad), tol.atol, tol.Rtol(spec.dtype), c.l2, tol.allowed_l2);
     e->message = text;
+    if (c.raw.nonfinite_got > 0) {
+      e->message += ", " + std::to_string(c.raw.nonfinite_got) +
+                    " of them NaN or Inf where the reference is finite";
+    }
   }
   return true;
 }

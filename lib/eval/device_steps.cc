@@ -283,7 +283,12 @@ StatusOr<Comparison> LocalEvaluator::Compare(CUdeviceptr got, CUdeviceptr want, 
   }
   // An expected output that is all zero is matched only by zeros: no
   // division by zero makes a wrong answer look exact.
-  if (c.raw.sum_sq_want > 0) {
+  // A NaN or Inf where the answer is finite is infinitely wrong: the sums
+  // leave such elements out, so without this an output with an overflow
+  // and otherwise exact values would report an L2 error of 0.
+  if (c.raw.nonfinite_got > 0) {
+    c.l2 = INFINITY;
+  } else if (c.raw.sum_sq_want > 0) {
     c.l2 = std::sqrt(c.raw.sum_sq_diff / c.raw.sum_sq_want);
   } else {
     c.l2 = c.raw.sum_sq_diff > 0 ? INFINITY : 0.0;

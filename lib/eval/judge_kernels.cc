@@ -90,6 +90,7 @@ struct KsCompareResults {
   unsigned long long worst;
   unsigned long long max_rel;
   unsigned long long nonfinite_want;
+  unsigned long long nonfinite_got;
 };
 
 // Bin of a relative error in the histogram: quarter octaves, bin 0 for 0.
@@ -117,7 +118,7 @@ extern "C" __global__ void ks_compare(const void* got, const void* want, long lo
     __syncthreads();
   }
   double sum_diff = 0.0, sum_want = 0.0;
-  unsigned long long bad = 0, unwritten = 0, worst = 0, nonfinite_want = 0;
+  unsigned long long bad = 0, unwritten = 0, worst = 0, nonfinite_want = 0, nonfinite_got = 0;
   float max_rel = 0.0f;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
@@ -145,6 +146,7 @@ extern "C" __global__ void ks_compare(const void* got, const void* want, long lo
       max_rel = fmaxf(max_rel, rel);
       if (hist && fabs(w) >= hist_min_abs) atomicAdd(&block_hist[ks_rel_bin(d / fabs(w))], 1u);
     } else {
+      if (wf) ++nonfinite_got;
       ++bad;
       violation = 1.0e38f;
       max_rel = 1.0e30f;
@@ -161,6 +163,7 @@ extern "C" __global__ void ks_compare(const void* got, const void* want, long lo
     bad += __shfl_down_sync(0xffffffffu, bad, offset);
     unwritten += __shfl_down_sync(0xffffffffu, unwritten, offset);
     nonfinite_want += __shfl_down_sync(0xffffffffu, nonfinite_want, offset);
+    nonfinite_got += __shfl_down_sync(0xffffffffu, nonfinite_got, offset);
     unsigned long long other = __shfl_down_sync(0xffffffffu, worst, offset);
     worst = other > worst ? other : worst;
     max_rel = fmaxf(max_rel, __shfl_down_sync(0xffffffffu, max_rel, offset));
@@ -171,6 +174,7 @@ extern "C" __global__ void ks_compare(const void* got, const void* want, long lo
     if (bad) atomicAdd(&out->bad, bad);
     if (unwritten) atomicAdd(&out->unwritten, unwritten);
     if (nonfinite_want) atomicAdd(&out->nonfinite_want, nonfinite_want);
+    if (nonfinite_got) atomicAdd(&out->nonfinite_got, nonfinite_got);
     if (worst) atomicMax(&out->worst, worst);
     if (max_rel > 0.0f) atomicMax(&out->max_rel, (unsigned long long)__float_as_uint(max_rel));
   }

@@ -25,6 +25,7 @@ struct CompareResults {
   unsigned long long worst;    // (violation float bits << 32) | index, for atomicMax
   unsigned long long max_rel;  // float bits of the largest |got-want|/(|want|+atol)
   unsigned long long nonfinite_want;  // NaN/Inf in the expected output
+  unsigned long long nonfinite_got;   // NaN/Inf written where the expected value is finite
 };
 
 // The histogram of relative errors ks_compare fills: 256 quarter-octave

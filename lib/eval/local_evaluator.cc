@@ -93,7 +93,11 @@ Status LocalEvaluator::Initialize() {
     output_ = std::make_unique<DeviceOutputCapture>(options_.max_device_output_bytes);
   }
   KSEARCH_RETURN_IF_ERROR(SetUpDevice());
-  KSEARCH_RETURN_IF_ERROR(MeasurePeaks());
+  if (measured_peaks_) {
+    UsePeaks(*measured_peaks_);
+  } else {
+    KSEARCH_RETURN_IF_ERROR(MeasurePeaks());
+  }
   KSEARCH_RETURN_IF_ERROR(MeasureTolerances());
   return Status::Ok();
 }

@@ -157,6 +157,10 @@ class LocalEvaluator final : public Evaluator {
                                                   std::vector<double>* wall_ms);
   // A check-only case: candidates are checked, never timed.
   void set_check_only(bool check_only) { check_only_ = check_only; }
+  // The device's peaks as another case's evaluator measured them (same
+  // device, same allowed paths): Initialize takes them instead of measuring
+  // again, and computes this case's floor from them. Before Initialize.
+  void set_measured_peaks(const DeviceInfo& measured) { measured_peaks_ = measured; }
   // How often a candidate's crash made this evaluator reset the context.
   int context_resets() const { return context_resets_; }
   // Rebuilds every driver object after another evaluator reset the shared
@@ -229,7 +233,11 @@ class LocalEvaluator final : public Evaluator {
 
   // calibration.cc
   Status MeasurePeaks();
-  StatusOr<double> MeasureMmaPeak(int kind);
+  // Takes the peaks of `measured`, then SetFloor().
+  void UsePeaks(const DeviceInfo& measured);
+  // floor_ms_ and floor_path_ from device_'s peaks and this problem's
+  // flops and bytes.
+  void SetFloor();
   Status MeasureTolerances();
   StatusOr<SetTolerance> CalibrateSet(const InputSet& set);
   Status CheckProblemIsSound(const InputSet& set, const SetTolerance& tol);
@@ -307,6 +315,7 @@ class LocalEvaluator final : public Evaluator {
   double watchdog_seconds_ = 2.0;
   double floor_ms_ = 0.0;
   std::string floor_path_;  // what the floor's arithmetic term assumes
+  std::optional<DeviceInfo> measured_peaks_;  // set_measured_peaks
   bool broken_ = false;
   bool check_only_ = false;
   int context_resets_ = 0;

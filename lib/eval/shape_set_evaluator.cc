@@ -42,6 +42,8 @@ Status ShapeSetEvaluator::Initialize() {
     if (!cases_[c].timed) options.time_baseline = false;
     auto evaluator = std::make_unique<LocalEvaluator>(std::move(at), options);
     evaluator->set_check_only(!cases_[c].timed);
+    // The peaks belong to the device: measured once, by the first case.
+    if (!evaluators_.empty()) evaluator->set_measured_peaks(evaluators_.front()->device());
     KSEARCH_RETURN_IF_ERROR(evaluator->Initialize().WithContext(where));
     // Its calibration is done: out of reach of the next case's kernels.
     KSEARCH_RETURN_IF_ERROR(evaluator->Park().WithContext(where));

@@ -11,25 +11,10 @@
 
 #include "core/plan_resolve.h"
 #include "ksearch/strategies.h"
-#include "core/shape_cases.h"
 #include "search/search_util.h"
 
 namespace ksearch {
 namespace {
-
-// For a problem with dispatch buckets: `entry` restricted to each bucket
-// (BucketEvaluation) replaces that bucket's best in
-// summary->best_per_bucket when it is correct there and faster.
-void CountBucketResults(const Problem& problem, SearchSummary* summary, const HistoryEntry& entry) {
-  if (!problem.dispatch.enabled()) return;
-  summary->best_per_bucket.resize(problem.dispatch.bucket_count());
-  for (size_t b = 0; b < summary->best_per_bucket.size(); ++b) {
-    HistoryEntry view{entry.candidate, internal::BucketEvaluation(problem, entry.evaluation, b)};
-    if (!view.evaluation.ok()) continue;
-    std::optional<HistoryEntry>& best = summary->best_per_bucket[b];
-    if (!best || SearchRun::Faster(view, *best)) best = std::move(view);
-  }
-}
 
 using Point = std::vector<int64_t>;  // one value per param of the template's space
 
@@ -422,7 +407,6 @@ StatusOr<SearchSummary> ParameterTuneSearch::Run(SearchContext& context) {
     if (!run.BeginRound(round, seed_ids)) break;
     const size_t judged = batch.size();
     std::vector<const HistoryEntry*> results = run.Evaluate(std::move(batch));
-    for (const HistoryEntry* entry : results) CountBucketResults(*context.problem, &summary, *entry);
     summary.rounds = round + 1;
     if (round == 0 && !results.empty()) summary.start = *results.front();
     // Round 0 begins with the starting kernel; the rest are the proposals.

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/shape_cases.h"
 #include "ksearch/searcher.h"
 #include "search/search_util.h"
 
@@ -374,6 +375,7 @@ bool SearchRun::Record(const HistoryEntry& entry, bool duplicate) {
       new_best = true;
     }
   }
+  RecordBuckets(entry);
   if (!duplicate) impl_->judged.emplace(entry.candidate.ContentHash(), entry);
   if (impl_->Notify(
           [&](SearchObserver& o) { return o.OnCandidateEvaluated(entry.candidate, e); })) {
@@ -385,6 +387,20 @@ bool SearchRun::Record(const HistoryEntry& entry, bool duplicate) {
   }
   CheckLimits();
   return new_best;
+}
+
+void SearchRun::RecordBuckets(const HistoryEntry& entry) {
+  const Problem& problem = *impl_->context.problem;
+  if (!problem.dispatch.enabled()) return;
+  std::vector<std::optional<HistoryEntry>>& bests = impl_->summary.best_per_bucket;
+  bests.resize(problem.dispatch.bucket_count());
+  // A kernel wrong at a case of one bucket may still be the best of another:
+  // each bucket is judged by its own cases (BucketEvaluation).
+  for (size_t b = 0; b < bests.size(); ++b) {
+    HistoryEntry view{entry.candidate, internal::BucketEvaluation(problem, entry.evaluation, b)};
+    if (!view.evaluation.ok()) continue;
+    if (!bests[b] || Faster(view, *bests[b])) bests[b] = std::move(view);
+  }
 }
 
 void SearchRun::AddGpuSeconds(double seconds) { impl_->summary.gpu_seconds += seconds; }

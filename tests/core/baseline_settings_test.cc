@@ -107,7 +107,7 @@ TEST(BaselineSettings, ErrorsNameTheSettingAndTheValue) {
   } cases[] = {
       {"bf16", R"({"library": "cublas_hgemm"})",
        "baseline.library: unknown baseline library \"cublas_hgemm\" (known: cublas_sgemm, cublaslt_gemm, "
-       "cudnn_conv_fwd)"},
+       "cudnn_conv_fwd, cudnn_sdpa)"},
       {"bf16", Replace(kLtBinding, R"("k": "hidden")", R"("kk": "hidden")"),
        "baseline.settings.kk: unknown setting for cublaslt_gemm (known: a, b, c, m, n, k"},
       {"bf16", Replace(kLtBinding, R"(, "k": "hidden")", ""),
@@ -145,6 +145,40 @@ TEST(BaselineSettings, HalfGemmNeedsMatchingInputTypes) {
   std::string f32_out = Replace(GemmJson("bf16", kLtBinding), R"("name": "out", "dtype": "bf16")",
                                 R"("name": "out", "dtype": "f32")");
   EXPECT_TRUE(Parse(f32_out).ok()) << Parse(f32_out).status().ToString();
+}
+
+// b_layout says how cublaslt_gemm reads b: "kn" (the default, b[k][n]) or
+// "nk" (b[n][k], nn.Linear's weight, c = a·bᵀ). Any other word, or the key on
+// a library that has no such setting, is refused naming the field.
+TEST(BaselineSettings, CublasLtBLayoutIsAChoiceWithKnAsDefault) {
+  auto plain = Parse(GemmJson("bf16", kLtBinding));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(BindBaseline(*plain)->Choice("b_layout"), "kn");
+  auto nk = Parse(GemmJson("bf16", Replace(kLtBinding, R"("k": "hidden")", R"("k": "hidden", "b_layout": "nk")")));
+  ASSERT_TRUE(nk.ok()) << nk.status().ToString();
+  EXPECT_EQ(BindBaseline(*nk)->Choice("b_layout"), "nk");
+  EXPECT_NE(nk->Fingerprint(), plain->Fingerprint()) << "the layout changes what the baseline computes";
+  auto again = Problem::FromJson(nk->ToJson(), "", "again");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(BindBaseline(*again)->Choice("b_layout"), "nk");
+
+  std::string bad = ErrorOf(GemmJson("bf16", Replace(kLtBinding, R"("k": "hidden")", R"("k": "hidden", "b_layout": "nt")")));
+  EXPECT_NE(bad.find(R"(baseline.settings.b_layout: expected one of "kn", "nk", got "nt")"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("p.json"), std::string::npos) << bad;
+  std::string sgemm = ErrorOf(GemmJson(
+      "f32", Replace(Replace(kLtBinding, "cublaslt_gemm", "cublas_sgemm"), R"("k": "hidden")",
+                     R"("k": "hidden", "b_layout": "nk")")));
+  EXPECT_NE(sgemm.find("baseline.settings.b_layout: unknown setting for cublas_sgemm"), std::string::npos) << sgemm;
+}
+
+TEST(BaselineSettings, CublasLtBLayoutNamesTheTransposedCountOfB) {
+  // a matches (m × k = 64 × 128) but b is 128 × 16 = 2048 elements, not n × k = 32 × 128.
+  std::string json = Replace(GemmJson("bf16", Replace(kLtBinding, R"("k": "hidden")", R"("k": "hidden", "b_layout": "nk")")),
+                             R"("shape": ["hidden", "ff"])", R"("shape": ["hidden", 16])");
+  std::string message = ErrorOf(json);
+  EXPECT_NE(message.find("baseline.settings.b: tensor 'wt' has 2048 elements, but the baseline reads it as n × k = 4096"),
+            std::string::npos)
+      << message;
 }
 
 // The built-in problems bind their baselines through settings only.
@@ -197,6 +231,130 @@ TEST(BaselineSettings, ConvolutionShapesAreChecked) {
   EXPECT_NE(set("kernel_h", "300").find("is larger than the padded input"), std::string::npos);
   EXPECT_NE(set("bias", "weight").find("baseline.settings.bias: tensor 'weight' has 34848 elements"),
             std::string::npos);
+}
+
+// ---------------------------------------------------------------------------
+// cudnn_sdpa
+
+// An attention problem whose tensors and dims are not named like the
+// settings: q [batch, tokens, heads, dim], k and v [batch, ctx, heads, dim].
+std::string AttentionJson(const std::string& baseline, const std::string& dims = R"("n": 2, "tokens": 64,
+    "ctx": 128, "heads": 4, "dim": 64)", const std::string& q_dtype = "bf16", const std::string& k_dtype = "bf16") {
+  const std::string plan = R"({"launches": [{"kernel": "k", "grid": [1, 1, 1], "block": [32, 1, 1],
+      "args": ["query", "key", "value", "out"]}]})";
+  return R"({"name": "attn", "dims": {)" + dims + R"(},
+    "tensors": [{"name": "query", "dtype": ")" + q_dtype + R"(", "shape": ["n", "tokens", "heads", "dim"], "role": "input"},
+                {"name": "key", "dtype": ")" + k_dtype + R"(", "shape": ["n", "ctx", "heads", "dim"], "role": "input"},
+                {"name": "value", "dtype": ")" + q_dtype + R"(", "shape": ["n", "ctx", "heads", "dim"], "role": "input"},
+                {"name": "out", "dtype": ")" + q_dtype + R"(", "shape": ["n", "tokens", "heads", "dim"], "role": "output"}],
+    "flops": "4 * n * heads * tokens * ctx * dim", "bytes": 1, "tolerance": {"policy": "relaxed"},
+    "reference": {"source_text": "extern \"C\" __global__ void k() {}", "plan": )" + plan + R"(},
+    "baseline": )" + baseline + "}";
+}
+
+const char kSdpaBinding[] = R"({"library": "cudnn_sdpa",
+    "settings": {"q": "query", "k": "key", "v": "value", "o": "out", "batch": "n", "heads": "heads",
+                 "seq_q": "tokens", "seq_kv": "ctx", "head_dim": "dim"}})";
+
+TEST(SdpaSettings, BindTensorsAndSizesByTheNamesTheProblemGives) {
+  auto p = Parse(AttentionJson(kSdpaBinding));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto b = BindBaseline(*p);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->Tensor("q"), 0);
+  EXPECT_EQ(b->Tensor("k"), 1);
+  EXPECT_EQ(b->Tensor("v"), 2);
+  EXPECT_EQ(b->Tensor("o"), 3);
+  EXPECT_EQ(b->Size("batch"), 2);
+  EXPECT_EQ(b->Size("heads"), 4);
+  EXPECT_EQ(b->Size("seq_q"), 64);
+  EXPECT_EQ(b->Size("seq_kv"), 128);
+  EXPECT_EQ(b->Size("head_dim"), 64);
+  EXPECT_EQ(b->Choice("causal"), "bottom_right") << "the default mask is the problem contract's";
+  EXPECT_TRUE(internal::CheckBaselineShapes(*p, *b).ok());
+  // The other masks, and fp16 throughout.
+  for (const char* causal : {"top_left", "none"}) {
+    auto q = Parse(AttentionJson(Replace(kSdpaBinding, R"("head_dim": "dim")",
+                                         std::string(R"("head_dim": "dim", "causal": ")") + causal + "\"")));
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    EXPECT_EQ(BindBaseline(*q)->Choice("causal"), causal);
+  }
+  auto f16 = Parse(AttentionJson(kSdpaBinding, R"("n": 2, "tokens": 64, "ctx": 128, "heads": 4, "dim": 64)", "f16", "f16"));
+  EXPECT_TRUE(f16.ok()) << f16.status().ToString();
+  // A shrunk problem keeps a consistent binding.
+  auto smaller = p->WithDims({{"tokens", 1}, {"ctx", 7}});
+  ASSERT_TRUE(smaller.ok()) << smaller.status().ToString();
+  EXPECT_EQ(BindBaseline(*smaller)->Size("seq_kv"), 7);
+}
+
+TEST(SdpaSettings, ErrorsNameTheSettingAndTheValue) {
+  const std::string dims = R"("n": 2, "tokens": 64, "ctx": 128, "heads": 4, "dim": 64)";
+  struct Case {
+    std::string json;
+    std::string expected;
+  } cases[] = {
+      {AttentionJson(Replace(kSdpaBinding, R"(, "heads": "heads")", "")),
+       "baseline.settings.heads: missing; cudnn_sdpa needs it (an integer or an expression over the dims)"},
+      {AttentionJson(Replace(kSdpaBinding, R"("head_dim": "dim")", R"("head_dim": "dim", "scale": "dim")")),
+       "baseline.settings.scale: unknown setting for cudnn_sdpa (known: q, k, v, o, batch, heads, seq_q, seq_kv, "
+       "head_dim, causal)"},
+      {AttentionJson(Replace(kSdpaBinding, R"("o": "out")", R"("o": "value")")),
+       "baseline.settings.o: tensor 'value' is an input; the baseline needs an output"},
+      {AttentionJson(Replace(kSdpaBinding, R"("head_dim": "dim")", R"("head_dim": "dim", "causal": "diagonal")")),
+       "baseline.settings.causal: expected one of \"bottom_right\", \"top_left\", \"none\", got \"diagonal\""},
+      // Sizes that contradict the tensors: each tensor is named with both counts.
+      {AttentionJson(Replace(kSdpaBinding, R"("seq_kv": "ctx")", R"("seq_kv": "tokens")")),
+       "baseline.settings.k: tensor 'key' has 65536 elements, but the baseline reads it as batch × seq_kv × heads × "
+       "head_dim = 32768"},
+      {AttentionJson(Replace(kSdpaBinding, R"("batch": "n")", R"("batch": 1)")),
+       "baseline.settings.q: tensor 'query' has 32768 elements, but the baseline reads it as batch × seq_q × heads × "
+       "head_dim = 16384"},
+      {AttentionJson(Replace(kSdpaBinding, R"("v": "value")", R"("v": "query")")),
+       "baseline.settings.v: tensor 'query' has 32768 elements, but the baseline reads it as batch × seq_kv × heads "
+       "× head_dim = 65536"},
+      {AttentionJson(kSdpaBinding, R"("n": 2, "tokens": 64, "ctx": 128, "heads": 4, "dim": 60)"),
+       "baseline.settings.head_dim: 60; cudnn_sdpa needs a multiple of 8 no larger than 256"},
+      {AttentionJson(kSdpaBinding, R"("n": 1, "tokens": 4, "ctx": 8, "heads": 1, "dim": 512)"),
+       "baseline.settings.head_dim: 512; cudnn_sdpa needs a multiple of 8 no larger than 256"},
+      {AttentionJson(kSdpaBinding, R"("n": 2, "tokens": 256, "ctx": 128, "heads": 4, "dim": 64)"),
+       "baseline.settings.causal: \"bottom_right\" with seq_q = 256 > seq_kv = 128 leaves the first queries no key "
+       "to attend"},
+      {AttentionJson(kSdpaBinding, dims, "f32", "f32"), "baseline.settings.q: tensor 'query' is f32; cudnn_sdpa needs bf16 or f16"},
+      {AttentionJson(kSdpaBinding, dims, "bf16", "f16"), "baseline.settings.k: tensor 'key' is f16; cudnn_sdpa needs bf16"},
+      {AttentionJson(kSdpaBinding, dims, "f16", "bf16"), "baseline.settings.k: tensor 'key' is bf16; cudnn_sdpa needs f16"},
+  };
+  for (const Case& c : cases) {
+    std::string message = ErrorOf(c.json);
+    EXPECT_NE(message.find(c.expected), std::string::npos) << "got: " << message << "\nexpected: " << c.expected;
+    EXPECT_NE(message.find("p.json"), std::string::npos) << "no file named: " << message;
+  }
+  // seq_q > seq_kv is fine where no mask is aligned bottom-right.
+  for (const char* causal : {"top_left", "none"}) {
+    auto p = Parse(AttentionJson(Replace(kSdpaBinding, R"("head_dim": "dim")",
+                                         std::string(R"("head_dim": "dim", "causal": ")") + causal + "\""),
+                                 R"("n": 2, "tokens": 256, "ctx": 128, "heads": 4, "dim": 64)"));
+    EXPECT_TRUE(p.ok()) << causal << ": " << p.status().ToString();
+  }
+}
+
+// The GPU tests' problem binds its baseline, and so does every shape they judge it at.
+TEST(SdpaSettings, TheTestProblemBindsItsBaseline) {
+  auto p = Problem::Load(KSEARCH_SOURCE_DIR "/tests/eval/data/attention_small");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->baseline.library, "cudnn_sdpa");
+  for (const auto& dims : std::vector<std::vector<std::pair<std::string, int64_t>>>{
+           {}, {{"SQ", 128}}, {{"B", 4}, {"H", 32}, {"SQ", 2048}, {"SKV", 2048}, {"D", 128}},
+           {{"B", 1}, {"H", 32}, {"SQ", 8192}, {"SKV", 8192}, {"D", 128}}}) {
+    auto q = p->WithDims(dims);
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    auto b = BindBaseline(*q);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    EXPECT_TRUE(internal::CheckBaselineShapes(*q, *b).ok());
+    EXPECT_EQ(b->Choice("causal"), "bottom_right");
+  }
+  auto wrong = p->WithDims({{"SQ", 512}});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("seq_q = 512 > seq_kv = 256"), std::string::npos) << wrong.status().message();
 }
 
 }  // namespace

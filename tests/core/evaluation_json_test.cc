@@ -115,6 +115,29 @@ TEST(EvaluationJson, NonFiniteNumbersAreStringsInValidJson) {
   EXPECT_EQ(back->roofline_fraction, -kInf);
 }
 
+// A shape case's figures keep their non-finite values too: a case whose
+// speedup overflowed is not read back as a speedup of 0.
+TEST(EvaluationJson, ShapeCaseFiguresKeepTheirNonFiniteValues) {
+  Evaluation e = Full();
+  CaseResult c;
+  c.name = "decode";
+  c.dims = {{"M", 1}};
+  c.status = EvalStatus::kOk;
+  c.median_ms = 0.5;
+  c.speedup = kInf;
+  c.baseline_median_ms = std::numeric_limits<double>::quiet_NaN();
+  e.cases.push_back(c);
+  std::string json = e.ToJson();
+  EXPECT_NE(json.find("\"speedup\":\"inf\""), std::string::npos) << json;
+  auto back = EvaluationFromJson(json, "test");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->cases.size(), 1u);
+  EXPECT_EQ(back->cases[0].speedup, kInf);
+  EXPECT_TRUE(std::isnan(back->cases[0].baseline_median_ms));
+  EXPECT_EQ(back->cases[0].median_ms, 0.5);
+  EXPECT_EQ(back->ToJson(), json);
+}
+
 TEST(EvaluationJson, ReadsTheLayoutEarlierVersionsWrote) {
   // As main's writer left records before this codec: non-finite numbers as
   // null, the device as its arch only, a speedup against the reference.

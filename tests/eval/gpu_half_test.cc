@@ -203,6 +203,10 @@ TEST_F(GpuHalf, AnFp16AccumulationThatOverflowsFailsTheShiftedSet) {
   EXPECT_EQ(e.mismatch->input_set, "shifted");
   EXPECT_TRUE(std::isinf(e.mismatch->got)) << "got " << e.mismatch->got << ": " << e.Report();
   EXPECT_FALSE(std::isinf(e.mismatch->expected));
+  // The overflowed elements make the L2 error infinite, and the message
+  // says why (the finite elements alone may be close to the answer).
+  EXPECT_TRUE(std::isinf(e.mismatch->l2_rel_error)) << e.Report();
+  EXPECT_NE(e.message.find("NaN or Inf where the reference is finite"), std::string::npos) << e.message;
   ExpectHonestPass();
 }
 

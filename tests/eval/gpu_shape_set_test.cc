@@ -161,6 +161,25 @@ TEST_F(GpuShapeSet, ReportsEachCaseAndTheWeightedObjective) {
   EXPECT_NE(e.Report().find("case odd (M=17 N=64 K=64, check-only): ok"), std::string::npos) << e.Report();
 }
 
+// The peaks belong to the device: the first case measures them and every
+// case's floor comes from those same figures (a case that measured again
+// would have a floor off by its own measurement's noise).
+TEST_F(GpuShapeSet, EveryCaseTakesItsFloorFromTheSamePeaks) {
+  Evaluation e = JudgeOne(*evaluator_, "right", GemmSource("gemm_plain", "float", false), "gemm_plain");
+  ASSERT_EQ(e.status, EvalStatus::kOk) << e.Report();
+  const DeviceInfo& device = evaluator_->device();
+  ASSERT_GT(device.peak_gflops, 0.0);
+  ASSERT_GT(device.peak_bandwidth_gbps, 0.0);
+  for (size_t c = 0; c < 2; ++c) {
+    auto at = problem_.AtCase(c);
+    ASSERT_TRUE(at.ok()) << at.status().ToString();
+    double flops_ms = *at->Flops() / (device.peak_gflops * 1e9) * 1e3;
+    double bytes_ms = *at->Bytes() / (device.peak_bandwidth_gbps * 1e9) * 1e3;
+    double want = std::max(flops_ms, bytes_ms);
+    EXPECT_NEAR(e.cases[c].floor_ms, want, 1e-9 * want) << e.cases[c].name;
+  }
+}
+
 // Rows of A scaled by 10^uniform(-9, 0): a kernel that flushes values below
 // 1e-7 to zero loses the small rows of C entirely. Their share of the L2
 // norm is far below the allowed error, and each lost value is below an atol

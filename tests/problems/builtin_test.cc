@@ -9,7 +9,8 @@ namespace ksearch {
 namespace {
 
 const char* kBuiltins[] = {"matmul", "conv2d", "softmax", "layernorm", "conv2d_relu_maxpool",
-                            "add_rmsnorm", "swiglu", "rope"};
+                            "add_rmsnorm", "swiglu", "linear",
+                            "attention", "rope"};
 
 TEST(BuiltinProblems, AllAreListed) {
   auto names = BuiltinProblemNames();

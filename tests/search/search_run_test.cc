@@ -2,6 +2,7 @@
 // candidate budget, which stop wins and what it cancels, a broken evaluator.
 #include <gtest/gtest.h>
 
+#include "core/shape_cases.h"
 #include "search_test_util.h"
 
 namespace ksearch {
@@ -136,6 +137,87 @@ TEST(SearchRun, TokensAndCostCountTowardTheirBudgets) {
   EXPECT_EQ(summary.input_tokens, 15);
   EXPECT_EQ(summary.output_tokens, 20);
   EXPECT_DOUBLE_EQ(summary.cost_usd, 1.1);
+}
+
+// A judged kernel with one result per shape case of `problem`: `ms[i]` for
+// timed case i, wrong where `wrong_at` names the case. Overall it is ok only
+// when no case is wrong, as the shape-set judge reports.
+Evaluation PerCase(const Problem& problem, const std::vector<double>& ms, const std::string& wrong_at) {
+  Evaluation e;
+  std::vector<size_t> all;
+  for (size_t i = 0; i < problem.shapes.size(); ++i) {
+    CaseResult r;
+    r.name = problem.shapes[i].name;
+    r.dims = problem.CaseDims(i);
+    r.timed = problem.shapes[i].timed;
+    r.weight = r.timed ? problem.shapes[i].weight : 0.0;
+    r.status = r.name == wrong_at ? EvalStatus::kWrongResult : EvalStatus::kOk;
+    r.message = r.status == EvalStatus::kOk ? "correct (fake)" : "wrong (fake)";
+    if (r.timed) {
+      r.median_ms = r.min_ms = r.p10_ms = r.p90_ms = r.ci_low_ms = r.ci_high_ms = ms[i];
+      r.repetitions = 10;
+    }
+    e.cases.push_back(r);
+    all.push_back(i);
+  }
+  if (wrong_at.empty()) {
+    e.status = EvalStatus::kOk;
+    e.message = "correct (fake)";
+    internal::CombineTimedCases(e.cases, all, &e);
+  } else {
+    e.status = EvalStatus::kWrongResult;
+    e.message = "at case '" + wrong_at + "': wrong (fake)";
+  }
+  return e;
+}
+
+// Every strategy records through SearchRun, so every strategy keeps a best
+// kernel per dispatch bucket: through Evaluate (the tune, the refine loop)
+// and through Record (the branch search's own evaluation lanes). A kernel
+// wrong in one bucket still competes in the other.
+TEST(SearchRun, KeepsTheBestKernelOfEachDispatchBucket) {
+  Problem problem = testing::RowSoftmaxProblem(64, 64);
+  problem.shapes = {ShapeCase{"small", {{"rows", 4}}, 1.0, true},
+                    ShapeCase{"big", {{"rows", 64}}, 1.0, true}};
+  problem.dispatch = DispatchSpec{"rows", {16}};
+  ASSERT_TRUE(problem.Validate().ok()) << problem.Validate().ToString();
+  // a: fastest at small, wrong at big. b: correct everywhere, fast at big.
+  // c: correct everywhere, slower than both.
+  std::map<std::string, Evaluation> verdicts = {{"a", PerCase(problem, {1.0, 1.0}, "big")},
+                                                {"b", PerCase(problem, {3.0, 2.0}, "")},
+                                                {"c", PerCase(problem, {4.0, 4.0}, "")}};
+  testing::FakeEvaluator evaluator(problem, [&](const Candidate& c) { return verdicts.at(c.id); });
+  SearchContext context;
+  context.problem = &problem;
+  context.evaluator = &evaluator;
+  SearchRun run(context, SearchBudget(), "test");
+  auto kernel = [&](const std::string& id, int variant) {
+    Candidate c = problem.start.ToCandidate(id, "test");
+    c.source = "// variant " + std::to_string(variant) + "\n" + c.source;
+    return c;
+  };
+  run.Evaluate({kernel("c", 3), kernel("a", 1)});
+  run.Record(HistoryEntry{kernel("b", 2), verdicts.at("b")});
+  SearchSummary summary = run.Finish();
+  ASSERT_EQ(summary.best_per_bucket.size(), 2u);
+  ASSERT_TRUE(summary.best_per_bucket[0] && summary.best_per_bucket[1]);
+  EXPECT_EQ(summary.best_per_bucket[0]->candidate.id, "a");
+  EXPECT_EQ(summary.best_per_bucket[1]->candidate.id, "b");
+  // Each entry is its bucket's view: its case alone and its time.
+  ASSERT_EQ(summary.best_per_bucket[0]->evaluation.cases.size(), 1u);
+  EXPECT_EQ(summary.best_per_bucket[0]->evaluation.status, EvalStatus::kOk);
+  EXPECT_DOUBLE_EQ(summary.best_per_bucket[1]->evaluation.timing->median_ms, 2.0);
+  // The overall best must be correct at every case: b, not the faster a.
+  ASSERT_TRUE(summary.best);
+  EXPECT_EQ(summary.best->candidate.id, "b");
+}
+
+// Without buckets there is no table.
+TEST(SearchRun, KeepsNoBucketTableWithoutDispatch) {
+  Fixture f;
+  SearchRun run(f.context, SearchBudget(), "test");
+  run.Evaluate({f.Kernel("a", 1)});
+  EXPECT_TRUE(run.Finish().best_per_bucket.empty());
 }
 
 }  // namespace
