@@ -43,14 +43,13 @@ struct ExportedRun {
   HistoryEntry best;
 };
 
-ExportedRun MakeRun(const std::string& db) {
+ExportedRun MakeRun(const std::string& db, Problem problem = RowSoftmaxProblem(64, 256)) {
   ExportedRun out;
   Store::Options options;
   options.sync_every_commit = false;
   auto store = Store::Open(db, options);
   if (!store.ok()) std::abort();
   out.store = std::move(*store);
-  Problem problem = RowSoftmaxProblem(64, 256);
   NewRun spec;
   spec.problem = &problem;
   spec.strategy = "tune";
@@ -113,6 +112,22 @@ TEST(Export, WritesTheBestKernelAndEachFileReadsBack) {
   output.clear();
   ASSERT_EQ(Shell(dir.path() + "/dump > " + dir.path() + "/dumped.cubin", &output), 0) << output;
   EXPECT_EQ(Read(dir.path() + "/dumped.cubin"), cubin);
+}
+
+// An inout tensor is the engine's buffer, overwritten in place: a non-const
+// pointer in the header's Tensors, and the comment says so.
+TEST(Export, TheHeaderGivesAnInoutTensorAWritablePointer) {
+  TempDir dir;
+  Problem problem = RowSoftmaxProblem(64, 256);
+  problem.tensors[1].role = TensorRole::kInout;
+  ExportedRun run = MakeRun(dir.path() + "/k.db", problem);
+  ExportOptions options;
+  options.directory = dir.path() + "/out";
+  auto exported = ExportRunKernel(*run.store, run.run_id, options);
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  std::string header = Read(exported->header_path);
+  EXPECT_NE(header.find("  const float* x = nullptr;  // input f32"), std::string::npos) << header;
+  EXPECT_NE(header.find("  float* y = nullptr;  // inout f32"), std::string::npos) << header;
 }
 
 TEST(Export, ExportsAChosenCandidateAndNamesWhatIsMissing) {
