@@ -16,6 +16,7 @@
 //
 //   example_engine_autotune [--db FILE] [--tune-seconds S] [--context N]
 //                           [--prefill N] [--repeats N] [--dump DIR] [--json]
+//   example_engine_autotune --ops    (the ops and their shape cases; no GPU needed)
 //
 // Run it twice: the first run tunes every op (about S seconds each), the
 // second starts at once. Weights and inputs are deterministic (Fill below;
@@ -238,7 +239,7 @@ int main(int argc, char** argv) {
   std::string db = "ksearch.db", dump;
   double tune_seconds = 30;
   int repeats = 30;
-  bool json = false;
+  bool json = false, ops_only = false;
   Shapes shapes;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
@@ -270,28 +271,25 @@ int main(int argc, char** argv) {
       repeats = static_cast<int>(number(1, 10000));
     } else if (flag == "--json") {
       json = true;
+    } else if (flag == "--ops") {
+      ops_only = true;
     } else {
       std::fprintf(stderr,
                    "usage: example_engine_autotune [--db FILE] [--tune-seconds S] [--context N] [--prefill N]\n"
-                   "                               [--repeats N] [--dump DIR] [--json]\n"
+                   "                               [--repeats N] [--dump DIR] [--json] [--ops]\n"
                    "  --db FILE          kernel cache and tuning runs (default ksearch.db)\n"
                    "  --tune-seconds S   budget of each op's first tuning (default 30)\n"
                    "  --context N        KV-cache length a decode step attends over (default 2048)\n"
                    "  --prefill N        tokens of the prefill (default 2048; > 16)\n"
                    "  --repeats N        timed layer runs per mode (default 30; the median is printed)\n"
                    "  --dump DIR         write each mode's layer output and residual as raw bf16\n"
-                   "  --json             print the timings as one JSON object per line\n");
+                   "  --json             print the timings as one JSON object per line\n"
+                   "  --ops              print the ops, their problems and shape cases, and exit\n");
       return flag == "--help" || flag == "-h" ? 0 : 2;
     }
   }
 
-  // 1. No GPU, no engine: say so in one line.
-  if (std::string why; !ksearch::CudaDriverAvailable(&why)) {
-    std::fprintf(stderr, "engine_autotune: %s; run on a machine with an NVIDIA GPU\n", why.c_str());
-    return 3;
-  }
-
-  // 2. The ops, each a built-in problem at the engine's sizes and calls.
+  // 1. The ops, each a built-in problem at the engine's sizes and calls.
   struct Spec {
     const char* label;
     const char* builtin;
@@ -313,6 +311,27 @@ int main(int argc, char** argv) {
     auto problem = EngineProblem(s.builtin, s.fixed, s.token_dim, s.kv_dim, shapes);
     if (!problem.ok()) return Fail(problem.status(), 2);
     ops.push_back(Op{s.label, s.builtin, std::move(*problem), nullptr});
+  }
+  if (ops_only) {
+    for (const Op& op : ops) {
+      std::printf("%-18s %-12s", op.label.c_str(), op.builtin.c_str());
+      for (size_t c = 0; c < op.problem.shapes.size(); ++c) {
+        std::printf(" %s(", op.problem.shapes[c].name.c_str());
+        const auto dims = op.problem.CaseDims(c);
+        for (size_t d = 0; d < dims.size(); ++d) {
+          std::printf("%s%s=%lld", d ? " " : "", dims[d].first.c_str(), static_cast<long long>(dims[d].second));
+        }
+        std::printf(")");
+      }
+      std::printf(", buckets over %s at 16\n", op.problem.dispatch.dim.c_str());
+    }
+    return 0;
+  }
+
+  // 2. No GPU, no engine: say so in one line.
+  if (std::string why; !ksearch::CudaDriverAvailable(&why)) {
+    std::fprintf(stderr, "engine_autotune: %s; run on a machine with an NVIDIA GPU\n", why.c_str());
+    return 3;
   }
 
   // 3. Look every op up; tune what this machine has never seen.
