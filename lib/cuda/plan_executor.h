@@ -41,6 +41,13 @@ struct BoundKernel {
   int64_t dynamic_shared_allowed = 48 * 1024;
 };
 
+// Encodes `map` over the tensor at `address` into the 128 bytes at `out`
+// (64-byte aligned) with cuTensorMapEncodeTiled: element strides 1, no
+// interleave. The driver's result: CUDA_ERROR_INVALID_VALUE for an address
+// that is not 16-byte aligned (ResolvePlan checked everything else).
+CUresult EncodeTensorMap(const DriverApi& api, const ResolvedTensorMap& map, CUdeviceptr address,
+                         void* out);
+
 class PlanExecutor {
  public:
   PlanExecutor() = default;
@@ -63,9 +70,13 @@ class PlanExecutor {
 
   // Launches every launch of `resolved` on `stream`, in order, with tensor
   // and workspace arguments taken from `tensors` (indexed like
-  // Problem::tensors) and `workspace` (like the plan's workspace). Returns
-  // the first failing launch's result and names its kernel in
-  // `failed_kernel`. `resolved` must have passed Fit.
+  // Problem::tensors) and `workspace` (like the plan's workspace). A tensor
+  // map is encoded before each launch over the address in `tensors` and the
+  // extent ResolvePlan computed, so it never reaches past its tensor and
+  // always follows the buffers of this call. Returns the first failing
+  // launch's result and names its kernel in `failed_kernel` (with
+  // ": cuTensorMapEncodeTiled for argument N" when the driver refused a
+  // map). `resolved` must have passed Fit.
   CUresult Launch(const ResolvedPlan& resolved, CUstream stream, std::span<const CUdeviceptr> tensors,
                   std::span<const CUdeviceptr> workspace, std::string* failed_kernel) const;
 
