@@ -57,7 +57,8 @@ class JsonNode;
 StatusOr<TensorMapSpec> ParseTensorMapNode(const JsonNode& node);
 
 // The most characters of a tensor-map argument's text (CheckPlanCaps): room
-// for ten expressions of kMaxExpressionLength.
+// for eleven expressions of kMaxExpressionLength (five of dims, five of box
+// and the keys).
 inline constexpr size_t kMaxTensorMapArgLength = 11 * kMaxExpressionLength;
 
 // A tensor map resolved at one set of dims: what cuTensorMapEncodeTiled takes,
@@ -74,6 +75,8 @@ struct ResolvedTensorMap {
   Swizzle swizzle = Swizzle::kNone;
   L2Promotion l2_promotion = L2Promotion::kNone;
   OobFill oob_fill = OobFill::kZero;
+
+  friend bool operator==(const ResolvedTensorMap&, const ResolvedTensorMap&) = default;
 };
 
 // The bytes of a CUtensorMap, and its alignment (cuda.h declares 128; the

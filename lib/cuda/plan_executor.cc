@@ -1,5 +1,7 @@
 #include "cuda/plan_executor.h"
 
+#include <cstring>
+
 #include "core/plan_signature.h"
 
 namespace ksearch::internal {
@@ -140,6 +142,29 @@ Status PlanExecutor::Fit(const ResolvedPlan& resolved, int64_t optin_shared_byte
   return Status::Ok();
 }
 
+CUresult PlanExecutor::EncodeCached(const ResolvedTensorMap& map, CUdeviceptr address, void* out) const {
+  std::lock_guard<std::mutex> lock(maps_->mutex);
+  for (const EncodedMap& e : maps_->entries) {
+    if (e.address == address && e.map == map) {
+      std::memcpy(out, e.bytes.bytes, sizeof(e.bytes.bytes));
+      return CUDA_SUCCESS;
+    }
+  }
+  EncodedMap e;
+  e.address = address;
+  e.map = map;
+  CUresult r = EncodeTensorMap(*api_, map, address, e.bytes.bytes);
+  if (r != CUDA_SUCCESS) return r;
+  std::memcpy(out, e.bytes.bytes, sizeof(e.bytes.bytes));
+  if (maps_->entries.size() < MapCache::kMaxEntries) {
+    maps_->entries.push_back(e);
+  } else {
+    maps_->entries[maps_->next] = e;
+    maps_->next = (maps_->next + 1) % MapCache::kMaxEntries;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult PlanExecutor::Launch(const ResolvedPlan& resolved, CUstream stream,
                               std::span<const CUdeviceptr> tensors, std::span<const CUdeviceptr> workspace,
                               std::string* failed_kernel) const {
@@ -152,7 +177,7 @@ CUresult PlanExecutor::Launch(const ResolvedPlan& resolved, CUstream stream,
         launch, [&](size_t t) -> uint64_t { return t < tensors.size() ? tensors[t] : 0; },
         [&](size_t w) -> uint64_t { return w < workspace.size() ? workspace[w] : 0; },
         [&](const ResolvedArg& arg, uint64_t address, void* slot) {
-          encoded = EncodeTensorMap(*api_, arg.tensor_map, address, slot);
+          encoded = EncodeCached(arg.tensor_map, address, slot);
           return encoded == CUDA_SUCCESS;
         },
         &storage, &args);

@@ -286,5 +286,15 @@ TEST(TensorMapArg, MarshalsEachMapIntoAnAlignedSlotOfItsOwn) {
   EXPECT_EQ(refused, 1);
 }
 
+TEST(TensorMapArg, IsCappedInLength) {
+  // 11 expressions' worth of text; one box entry of 46000 characters is past it.
+  const std::string expr = "1" + std::string(45999, ' ');
+  auto plan = LaunchPlan::FromJson(Plan(R"({"tensor_map": "x", "box": [")" + expr + R"(", 8]})"), "p.json");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("launches[0].args[0]: "), std::string::npos) << plan.status().message();
+  EXPECT_NE(plan.status().message().find("characters long (at most 45056)"), std::string::npos)
+      << plan.status().message();
+}
+
 }  // namespace
 }  // namespace ksearch
