@@ -50,6 +50,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 export KSEARCH_PROBLEMS_DIR=${KSEARCH_PROBLEMS_DIR:-$here/../problems}
 export KSEARCH_CACHE_DIR=${KSEARCH_CACHE_DIR:-/tmp/ksearch-cache}
 export KSEARCH_WORKER=${KSEARCH_WORKER:-$here/ksearch-worker}
+# The TMA tests' problem, from the repository beside the bundle (the path
+# compiled into the tests is the build machine's).
+export KSEARCH_TMA_PROBLEM_DIR=${KSEARCH_TMA_PROBLEM_DIR:-$here/../tests/eval/data/tma_tile}
 # The compile confinement on this host first (its tests skip, naming the
 # reason, without Landlock), then every GPU test.
 status=0

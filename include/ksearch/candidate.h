@@ -15,7 +15,9 @@
 // Expressions: integer literals, problem dims, params, + - * / %, parentheses,
 // ceil_div(a, b), min(a, b), max(a, b). `args` name tensors, workspace buffers
 // (bound as device pointers) or scalars written `EXPR:TYPE` with TYPE one of
-// i32, i64, f32 (a scalar's EXPR is an expression or, for f32, a literal).
+// i32, i64, f32 (a scalar's EXPR is an expression or, for f32, a literal), or
+// are tensor maps {"tensor_map": TENSOR, "box": [...], ...}: a CUtensorMap
+// for TMA that the evaluator encodes over the tensor (docs/kernel-contract.md).
 //
 // Thread safety: plain values.
 #ifndef KSEARCH_CANDIDATE_H_
@@ -49,7 +51,10 @@ struct LaunchSpec {
   std::vector<std::string> grid;     // 3 expressions
   std::vector<std::string> block;    // 3 expressions
   std::string shared_bytes = "0";    // dynamic shared memory, an expression
-  std::vector<std::string> args;     // tensor/workspace names or "EXPR:TYPE"
+  // Tensor/workspace names, "EXPR:TYPE", or a tensor map as its canonical
+  // JSON text ({"tensor_map":...}; FromJson writes it, ToJson writes it back
+  // as the object).
+  std::vector<std::string> args;
 
   friend bool operator==(const LaunchSpec&, const LaunchSpec&) = default;
 };

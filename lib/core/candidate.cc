@@ -91,6 +91,11 @@ StatusOr<LaunchPlan> ParsePlan(const JsonNode& root) {
     KSEARCH_ASSIGN_OR_RETURN(JsonNode args, item.Required("args"));
     KSEARCH_ASSIGN_OR_RETURN(auto arg_items, args.Array());
     for (const JsonNode& arg : arg_items) {
+      if (arg.IsObject()) {
+        KSEARCH_ASSIGN_OR_RETURN(internal::TensorMapSpec map, internal::ParseTensorMapNode(arg));
+        launch.args.push_back(map.ToJson());
+        continue;
+      }
       KSEARCH_ASSIGN_OR_RETURN(std::string text, arg.String());
       if (text.empty()) return arg.Error("empty argument");
       size_t colon = text.rfind(':');
@@ -100,7 +105,9 @@ StatusOr<LaunchPlan> ParsePlan(const JsonNode& root) {
           return arg.Error("scalar type '" + type + "' is not one of i32, i64, f32");
         }
       } else if (!IsIdentifier(text)) {
-        return arg.Error("expected a tensor or workspace name, or EXPR:TYPE, got " + arg.Describe());
+        return arg.Error("expected a tensor or workspace name, EXPR:TYPE or a tensor map "
+                         "{\"tensor_map\": NAME, \"box\": [...]}, got " +
+                         arg.Describe());
       }
       launch.args.push_back(std::move(text));
     }
@@ -130,7 +137,19 @@ boost::json::object PlanToJsonObject(const LaunchPlan& plan) {
   for (const LaunchSpec& l : plan.launches) {
     boost::json::array grid(l.grid.begin(), l.grid.end());
     boost::json::array block(l.block.begin(), l.block.end());
-    boost::json::array args(l.args.begin(), l.args.end());
+    boost::json::array args;
+    for (const std::string& arg : l.args) {
+      // A tensor map is stored as its JSON text and written back as the
+      // object; text that does not parse (a plan built in code) stays a
+      // string, which FromJson refuses with its reason.
+      boost::system::error_code ec;
+      boost::json::value map = internal::IsTensorMapArg(arg) ? boost::json::parse(arg, ec) : nullptr;
+      if (internal::IsTensorMapArg(arg) && !ec && map.is_object()) {
+        args.push_back(std::move(map));
+      } else {
+        args.push_back(boost::json::value(arg));
+      }
+    }
     launches.push_back(boost::json::object{{"kernel", l.kernel},
                                            {"grid", std::move(grid)},
                                            {"block", std::move(block)},

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -18,14 +19,83 @@
 
 namespace ksearch::internal {
 
+// A tensor-map argument as a plan writes it (docs/kernel-contract.md):
+//
+//   {"tensor_map": "A", "box": ["BK", "BM"], "swizzle": "128B"}
+//
+// a TMA descriptor (CUtensorMap) over one of the problem's tensors, which the
+// executor encodes from the tensor's real buffer and extent before every
+// launch. All lists are innermost dimension first, as the driver takes them.
+// In LaunchSpec::args such an argument is its canonical JSON text
+// (TensorMapSpec::ToJson), so a plan's arguments stay one list of strings.
+struct TensorMapSpec {
+  std::string tensor;             // a problem tensor (not a workspace)
+  std::vector<std::string> dims;  // optional view: 1..5 extents whose product is the tensor's size
+  std::vector<std::string> box;   // one expression per dimension of the map
+  std::string swizzle = "none";   // none, 32B, 64B, 128B
+  std::string l2_promotion = "none";  // none, 64B, 128B, 256B
+  std::string oob_fill = "zero";      // zero, nan (float tensors only)
+
+  // Canonical JSON: keys in the order above, "dims" only when given.
+  std::string ToJson() const;
+  friend bool operator==(const TensorMapSpec&, const TensorMapSpec&) = default;
+};
+
+// Whether an argument text is a tensor map (a JSON object) rather than a name
+// or a scalar.
+inline bool IsTensorMapArg(std::string_view arg) { return !arg.empty() && arg.front() == '{'; }
+
+// Parses a tensor-map argument. `origin` and `path` name it in errors
+// ("plan.json: launches[0].args[1].swizzle: 'wide' is not one of none, 32B,
+// 64B, 128B"). Checks the form only (keys, types, value names, 1..5 box
+// entries, dims and box of one length); ResolvePlan checks the values.
+StatusOr<TensorMapSpec> ParseTensorMapArg(std::string_view json, std::string_view origin,
+                                          std::string_view path);
+
+// The same for an argument inside a plan being parsed (LaunchPlan::FromJson).
+class JsonNode;
+StatusOr<TensorMapSpec> ParseTensorMapNode(const JsonNode& node);
+
+// The most characters of a tensor-map argument's text (CheckPlanCaps): room
+// for eleven expressions of kMaxExpressionLength (five of dims, five of box
+// and the keys).
+inline constexpr size_t kMaxTensorMapArgLength = 11 * kMaxExpressionLength;
+
+// A tensor map resolved at one set of dims: what cuTensorMapEncodeTiled takes,
+// less the address, which the executor adds at launch.
+struct ResolvedTensorMap {
+  enum class Swizzle { kNone, k32B, k64B, k128B };
+  enum class L2Promotion { kNone, k64B, k128B, k256B };
+  enum class OobFill { kZero, kNan };
+  DType dtype = DType::kF32;
+  int rank = 0;                             // 1..5
+  std::array<uint64_t, 5> dims{};           // elements, innermost first
+  std::array<uint64_t, 4> strides{};        // bytes, of dims 1..rank-1
+  std::array<uint32_t, 5> box{};            // elements, innermost first
+  Swizzle swizzle = Swizzle::kNone;
+  L2Promotion l2_promotion = L2Promotion::kNone;
+  OobFill oob_fill = OobFill::kZero;
+
+  friend bool operator==(const ResolvedTensorMap&, const ResolvedTensorMap&) = default;
+};
+
+// The bytes of a CUtensorMap, and its alignment (cuda.h declares 128; the
+// driver requires 64 of the descriptor it encodes).
+inline constexpr int64_t kTensorMapBytes = 128;
+inline constexpr size_t kTensorMapAlignment = 128;
+
 struct ResolvedArg {
-  enum class Kind { kTensor, kWorkspace, kI32, kI64, kF32 };
+  enum class Kind { kTensor, kWorkspace, kI32, kI64, kF32, kTensorMap };
   Kind kind = Kind::kTensor;
-  int index = -1;         // into Problem::tensors or the plan's workspace
+  int index = -1;         // into Problem::tensors (kTensor, kTensorMap) or the plan's workspace
   int64_t int_value = 0;  // kI32, kI64
   float float_value = 0;  // kF32
-  // Bytes the kernel parameter occupies (8 for pointers).
-  int64_t Size() const { return kind == Kind::kI32 || kind == Kind::kF32 ? 4 : 8; }
+  ResolvedTensorMap tensor_map;  // kTensorMap
+  // Bytes the kernel parameter occupies (8 for pointers, 128 for a tensor map).
+  int64_t Size() const {
+    if (kind == Kind::kTensorMap) return kTensorMapBytes;
+    return kind == Kind::kI32 || kind == Kind::kF32 ? 4 : 8;
+  }
 };
 
 struct ResolvedLaunch {
@@ -75,40 +145,68 @@ std::vector<std::pair<std::string, int64_t>> PlanValues(const Problem& problem,
 // block.z within 65535, at most 1024 threads per block), params shadowing
 // dims, negative sizes, an expression that does not evaluate (overflow,
 // division by zero, too long or too deep), a cap of CheckPlanCaps, workspace
-// beyond kMaxWorkspaceBytes in all.
+// beyond kMaxWorkspaceBytes in all; and a tensor map over an unknown tensor
+// (or a workspace), of rank outside 1..5, whose "dims" view does not cover
+// the tensor exactly, whose strides are not multiples of 16 bytes (or reach
+// 2^40), with a box entry outside 1..256 or larger than the map's dimension,
+// a box whose inner dimension is not a multiple of 16 bytes or exceeds the
+// swizzle span (32, 64 or 128 bytes), or NaN fill over an integer tensor.
 StatusOr<ResolvedPlan> ResolvePlan(const Problem& problem, const LaunchPlan& plan);
 
 // -D defines for the plan's params ("-DBLOCK=256").
 std::vector<std::string> ParamDefines(const LaunchPlan& plan);
 
+// One kernel parameter's bytes: room for the largest (a CUtensorMap) at the
+// alignment the driver requires of a tensor map.
+struct alignas(kTensorMapAlignment) ArgumentSlot {
+  unsigned char bytes[kTensorMapBytes];
+};
+
 // The parameters of one launch as cuLaunchKernel takes them: each argument's
-// value in a 64-bit slot of `storage` and a pointer to that slot in `args`
-// (both resized to the launch's argument count). Tensor and workspace
-// arguments take the device addresses `tensor(index)` and
-// `workspace(index)` give. Shared by the judge and KernelRunner, so that a
-// kernel runs in an application exactly as it was judged.
-template <typename TensorAddress, typename WorkspaceAddress>
-void MarshalArguments(const ResolvedLaunch& launch, TensorAddress tensor,
-                      WorkspaceAddress workspace, std::vector<uint64_t>* storage,
-                      std::vector<void*>* args) {
-  storage->assign(launch.args.size(), 0);
+// value in a slot of `storage` and a pointer to that slot in `args` (both
+// resized to the launch's argument count). Tensor and workspace arguments
+// take the device addresses `tensor(index)` and `workspace(index)` give; a
+// tensor map is written into its slot by `encode(arg, tensor(index), slot)`,
+// which returns false when the driver refuses it. Returns the index of the
+// first argument `encode` refused, or -1. Shared by the judge and
+// KernelRunner, so that a kernel runs in an application exactly as it was
+// judged.
+template <typename TensorAddress, typename WorkspaceAddress, typename EncodeTensorMap>
+int MarshalArguments(const ResolvedLaunch& launch, TensorAddress tensor, WorkspaceAddress workspace,
+                     EncodeTensorMap encode, std::vector<ArgumentSlot>* storage,
+                     std::vector<void*>* args) {
+  storage->assign(launch.args.size(), ArgumentSlot{});
   args->assign(launch.args.size(), nullptr);
   for (size_t a = 0; a < launch.args.size(); ++a) {
     const ResolvedArg& arg = launch.args[a];
-    uint64_t& slot = (*storage)[a];
+    unsigned char* slot = (*storage)[a].bytes;
     switch (arg.kind) {
-      case ResolvedArg::Kind::kTensor: slot = tensor(static_cast<size_t>(arg.index)); break;
-      case ResolvedArg::Kind::kWorkspace: slot = workspace(static_cast<size_t>(arg.index)); break;
-      case ResolvedArg::Kind::kI32: {
-        int32_t v = static_cast<int32_t>(arg.int_value);
-        std::memcpy(&slot, &v, 4);
+      case ResolvedArg::Kind::kTensor: {
+        uint64_t address = tensor(static_cast<size_t>(arg.index));
+        std::memcpy(slot, &address, 8);
         break;
       }
-      case ResolvedArg::Kind::kI64: std::memcpy(&slot, &arg.int_value, 8); break;
-      case ResolvedArg::Kind::kF32: std::memcpy(&slot, &arg.float_value, 4); break;
+      case ResolvedArg::Kind::kWorkspace: {
+        uint64_t address = workspace(static_cast<size_t>(arg.index));
+        std::memcpy(slot, &address, 8);
+        break;
+      }
+      case ResolvedArg::Kind::kI32: {
+        int32_t v = static_cast<int32_t>(arg.int_value);
+        std::memcpy(slot, &v, 4);
+        break;
+      }
+      case ResolvedArg::Kind::kI64: std::memcpy(slot, &arg.int_value, 8); break;
+      case ResolvedArg::Kind::kF32: std::memcpy(slot, &arg.float_value, 4); break;
+      case ResolvedArg::Kind::kTensorMap:
+        if (!encode(arg, tensor(static_cast<size_t>(arg.index)), static_cast<void*>(slot))) {
+          return static_cast<int>(a);
+        }
+        break;
     }
-    (*args)[a] = &slot;
+    (*args)[a] = slot;
   }
+  return -1;
 }
 
 }  // namespace ksearch::internal

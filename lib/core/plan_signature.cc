@@ -12,12 +12,29 @@ std::string ArgumentMismatch(size_t index, const LaunchSpec& spec, const Resolve
            " arguments but the kernel takes " + std::to_string(param_sizes.size());
   }
   for (size_t a = 0; a < param_sizes.size(); ++a) {
-    if (param_sizes[a] == launch.args[a].Size()) continue;
-    std::string text = a < spec.args.size() ? " (\"" + spec.args[a] + "\")" : "";
-    return where + ": argument " + std::to_string(a) + text + " is " +
-           std::to_string(param_sizes[a]) + " bytes in the kernel but the plan passes " +
-           std::to_string(launch.args[a].Size()) +
-           " (pointers are 8 bytes; scalars i32/f32 4, i64 8)";
+    const ResolvedArg& arg = launch.args[a];
+    if (param_sizes[a] == arg.Size()) continue;
+    // A tensor map's text is JSON already: shown as it is, not quoted.
+    std::string text;
+    if (a < spec.args.size()) {
+      text = IsTensorMapArg(spec.args[a]) ? " (" + spec.args[a] + ")" : " (\"" + spec.args[a] + "\")";
+    }
+    std::string head = where + ": argument " + std::to_string(a) + text + " is " +
+                       std::to_string(param_sizes[a]) + " bytes in the kernel but the plan passes ";
+    if (arg.kind == ResolvedArg::Kind::kTensorMap) {
+      return head + "a tensor map (" + std::to_string(kTensorMapBytes) +
+             " bytes by value); declare the parameter const __grid_constant__ CUtensorMap";
+    }
+    if (param_sizes[a] == kTensorMapBytes) {
+      return head + std::to_string(arg.Size()) +
+             (arg.kind == ResolvedArg::Kind::kTensor || arg.kind == ResolvedArg::Kind::kWorkspace
+                  ? " (a pointer)"
+                  : "") +
+             "; a 128-byte parameter (a CUtensorMap) takes a tensor map, written "
+             "{\"tensor_map\": TENSOR, \"box\": [...]}";
+    }
+    return head + std::to_string(arg.Size()) +
+           " (pointers are 8 bytes; scalars i32/f32 4, i64 8; tensor maps 128)";
   }
   return "";
 }

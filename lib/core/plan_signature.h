@@ -25,7 +25,10 @@ namespace ksearch::internal {
 // the argument as the plan writes it:
 //   launches[0] (scale): the plan passes 2 arguments but the kernel takes 3
 //   launches[0] (scale): argument 2 ("n:i32") is 8 bytes in the kernel but
-//   the plan passes 4 (pointers are 8 bytes; scalars i32/f32 4, i64 8)
+//   the plan passes 4 (pointers are 8 bytes; scalars i32/f32 4, i64 8; tensor
+//   maps 128)
+// A tensor map (128 bytes) passed for a pointer, or a pointer or scalar for a
+// 128-byte parameter, says which is which and how to declare or write it.
 std::string ArgumentMismatch(size_t index, const LaunchSpec& spec, const ResolvedLaunch& launch,
                              std::span<const int64_t> param_sizes);
 

@@ -71,7 +71,8 @@ namespace ksearch::internal {
   X(cuEventRecord)                       \
   X(cuEventSynchronize)                  \
   X(cuEventQuery)                        \
-  X(cuEventElapsedTime)
+  X(cuEventElapsedTime)                  \
+  X(cuTensorMapEncodeTiled)
 
 struct DriverApi {
 #define KSEARCH_DECLARE_DRIVER_FN(name) decltype(&::name) name = nullptr;

@@ -1,5 +1,7 @@
 #include "cuda/plan_executor.h"
 
+#include <cstring>
+
 #include "core/plan_signature.h"
 
 namespace ksearch::internal {
@@ -8,6 +10,65 @@ namespace {
 std::string Where(size_t index, const ResolvedLaunch& launch) {
   return "launches[" + std::to_string(index) + "] (" + launch.kernel + ")";
 }
+
+CUtensorMapDataType TensorMapType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    case DType::kF64: return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
+    case DType::kF16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case DType::kBF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case DType::kI32: return CU_TENSOR_MAP_DATA_TYPE_INT32;
+    case DType::kI64: return CU_TENSOR_MAP_DATA_TYPE_INT64;
+    case DType::kU8: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  }
+  return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+}
+
+CUtensorMapSwizzle TensorMapSwizzle(ResolvedTensorMap::Swizzle swizzle) {
+  switch (swizzle) {
+    case ResolvedTensorMap::Swizzle::kNone: return CU_TENSOR_MAP_SWIZZLE_NONE;
+    case ResolvedTensorMap::Swizzle::k32B: return CU_TENSOR_MAP_SWIZZLE_32B;
+    case ResolvedTensorMap::Swizzle::k64B: return CU_TENSOR_MAP_SWIZZLE_64B;
+    case ResolvedTensorMap::Swizzle::k128B: return CU_TENSOR_MAP_SWIZZLE_128B;
+  }
+  return CU_TENSOR_MAP_SWIZZLE_NONE;
+}
+
+CUtensorMapL2promotion TensorMapL2(ResolvedTensorMap::L2Promotion promotion) {
+  switch (promotion) {
+    case ResolvedTensorMap::L2Promotion::kNone: return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+    case ResolvedTensorMap::L2Promotion::k64B: return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+    case ResolvedTensorMap::L2Promotion::k128B: return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+    case ResolvedTensorMap::L2Promotion::k256B: return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  }
+  return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+}
+
+}  // namespace
+
+CUresult EncodeTensorMap(const DriverApi& api, const ResolvedTensorMap& map, CUdeviceptr address,
+                         void* out) {
+  static_assert(sizeof(CUtensorMap) == kTensorMapBytes && alignof(CUtensorMap) == kTensorMapAlignment);
+  if (map.rank < 1 || map.rank > 5) return CUDA_ERROR_INVALID_VALUE;
+  cuuint64_t dims[5] = {};
+  cuuint64_t strides[4] = {};
+  cuuint32_t box[5] = {};
+  cuuint32_t element_strides[5] = {};
+  for (int d = 0; d < map.rank; ++d) {
+    dims[d] = map.dims[d];
+    box[d] = map.box[d];
+    element_strides[d] = 1;
+    if (d > 0) strides[d - 1] = map.strides[d - 1];
+  }
+  return api.cuTensorMapEncodeTiled(
+      static_cast<CUtensorMap*>(out), TensorMapType(map.dtype), static_cast<cuuint32_t>(map.rank),
+      reinterpret_cast<void*>(static_cast<uintptr_t>(address)), dims, strides, box, element_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, TensorMapSwizzle(map.swizzle), TensorMapL2(map.l2_promotion),
+      map.oob_fill == ResolvedTensorMap::OobFill::kNan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+                                                       : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+namespace {
 
 }  // namespace
 
@@ -81,16 +142,51 @@ Status PlanExecutor::Fit(const ResolvedPlan& resolved, int64_t optin_shared_byte
   return Status::Ok();
 }
 
+CUresult PlanExecutor::EncodeCached(const ResolvedTensorMap& map, CUdeviceptr address, void* out) const {
+  std::lock_guard<std::mutex> lock(maps_->mutex);
+  for (const EncodedMap& e : maps_->entries) {
+    if (e.address == address && e.map == map) {
+      std::memcpy(out, e.bytes.bytes, sizeof(e.bytes.bytes));
+      return CUDA_SUCCESS;
+    }
+  }
+  EncodedMap e;
+  e.address = address;
+  e.map = map;
+  CUresult r = EncodeTensorMap(*api_, map, address, e.bytes.bytes);
+  if (r != CUDA_SUCCESS) return r;
+  std::memcpy(out, e.bytes.bytes, sizeof(e.bytes.bytes));
+  if (maps_->entries.size() < MapCache::kMaxEntries) {
+    maps_->entries.push_back(e);
+  } else {
+    maps_->entries[maps_->next] = e;
+    maps_->next = (maps_->next + 1) % MapCache::kMaxEntries;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult PlanExecutor::Launch(const ResolvedPlan& resolved, CUstream stream,
                               std::span<const CUdeviceptr> tensors, std::span<const CUdeviceptr> workspace,
                               std::string* failed_kernel) const {
-  std::vector<uint64_t> storage;
+  std::vector<ArgumentSlot> storage;
   std::vector<void*> args;
   for (size_t l = 0; l < resolved.launches.size() && l < kernels_.size(); ++l) {
     const ResolvedLaunch& launch = resolved.launches[l];
-    MarshalArguments(
+    CUresult encoded = CUDA_SUCCESS;
+    int refused = MarshalArguments(
         launch, [&](size_t t) -> uint64_t { return t < tensors.size() ? tensors[t] : 0; },
-        [&](size_t w) -> uint64_t { return w < workspace.size() ? workspace[w] : 0; }, &storage, &args);
+        [&](size_t w) -> uint64_t { return w < workspace.size() ? workspace[w] : 0; },
+        [&](const ResolvedArg& arg, uint64_t address, void* slot) {
+          encoded = EncodeCached(arg.tensor_map, address, slot);
+          return encoded == CUDA_SUCCESS;
+        },
+        &storage, &args);
+    if (refused >= 0) {
+      if (failed_kernel) {
+        *failed_kernel = launch.kernel + ": cuTensorMapEncodeTiled for argument " + std::to_string(refused);
+      }
+      return encoded;
+    }
     CUresult r = api_->cuLaunchKernel(kernels_[l].function, launch.grid[0], launch.grid[1], launch.grid[2],
                                       launch.block[0], launch.block[1], launch.block[2],
                                       static_cast<unsigned>(launch.shared_bytes), stream, args.data(),

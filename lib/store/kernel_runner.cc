@@ -153,6 +153,18 @@ Status KernelRunnerImpl::Launch(void* stream, std::span<const TensorPointer> ten
     }
   }
   KSEARCH_ASSIGN_OR_RETURN(std::shared_ptr<const Shape> shape, Resolve(dims));
+  // The judge's buffers are 256-byte aligned; an application's may not be,
+  // and TMA needs 16 bytes. Said here, by name, rather than as the driver's
+  // CUDA_ERROR_INVALID_VALUE.
+  for (const ResolvedLaunch& launch : shape->plan.launches) {
+    for (const ResolvedArg& arg : launch.args) {
+      if (arg.kind == ResolvedArg::Kind::kTensorMap && pointers[static_cast<size_t>(arg.index)] % 16 != 0) {
+        return InvalidArgumentError("KernelRunner: tensor '" + problem.tensors[static_cast<size_t>(arg.index)].name +
+                                    "' is not 16-byte aligned, and kernel '" + launch.kernel +
+                                    "' reads it through a tensor map (TMA needs 16-byte aligned addresses)");
+      }
+    }
+  }
   const DriverApi& api = ctx->api();
   KSEARCH_RETURN_IF_ERROR(ctx->MakeCurrent());
   CUdeviceptr workspace_base = reinterpret_cast<CUdeviceptr>(workspace);

@@ -117,6 +117,30 @@ TEST(CubinInfo, ReadsParametersPastFourKibibytes) {
   }
 }
 
+// A Hopper TMA kernel takes its tensor map by value as a __grid_constant__
+// parameter: 128 bytes, 64-byte aligned (CUtensorMap's layout; cuda.h is a
+// host header NVRTC cannot include). The plan's tensor-map argument is
+// checked against this size.
+TEST(CubinInfo, ReadsATensorMapParameterAs128Bytes) {
+  const char source[] = R"(
+struct __align__(64) TensorMap { unsigned long long opaque[16]; };
+extern "C" __global__ void tma(int n, const __grid_constant__ TensorMap map, float* o) {
+  asm volatile("prefetch.tensormap [%0];" :: "l"(reinterpret_cast<unsigned long long>(&map)) : "memory");
+  if (n) o[0] = 1.0f;
+}
+)";
+  auto signatures = ReadKernelSignatures(Cubin(source));
+  ASSERT_TRUE(signatures.ok()) << signatures.status().ToString();
+  ASSERT_EQ(signatures->size(), 1u);
+  const KernelSignature& s = signatures->front();
+  EXPECT_EQ(ParamSizes(s), (Sizes{4, 128, 8}));
+  ASSERT_EQ(s.params.size(), 3u);
+  // 48, not 64: the block starts at 0x210 of the constant bank on sm_90,
+  // and 0x210 + 48 is the 64-byte boundary the descriptor needs.
+  EXPECT_EQ(s.params[1].offset, 48);
+  EXPECT_EQ(s.params[2].offset, 176);
+}
+
 TEST(CubinInfo, ReadsDebugBuilds) {
   auto sizes = SizesByKernel(Cubin(kKernels, "sm_90", {"-G"}));
   EXPECT_EQ(sizes["scalars"], (Sizes{4, 8, 4, 8, 2, 1, 8}));

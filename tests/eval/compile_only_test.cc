@@ -243,5 +243,54 @@ TEST(CompileOnlyEvaluator, ChecksThePlanAtEveryShapeCase) {
   EXPECT_EQ(bad.cases[1].status, EvalStatus::kInvalidPlan);
 }
 
+// A tensor-map argument (the plan's {"tensor_map": ...}) against the compiled
+// kernel, without a GPU: the 128-byte CUtensorMap parameter takes a map and
+// nothing else, a map is refused for a pointer, and the map's own values are
+// checked against the tensor before any launch.
+TEST(CompileOnlyEvaluator, ChecksTensorMapArgumentsAgainstTheKernel) {
+  auto problem = Problem::Load(KSEARCH_TEST_DATA_DIR "/data/tma_tile");
+  ASSERT_TRUE(problem.ok()) << problem.status().ToString();
+  auto evaluator = CompileOnly(*problem);
+  ASSERT_TRUE(evaluator);
+  Candidate start = problem->start.ToCandidate("tma", "start");
+  Evaluation e = EvaluateOne(*evaluator, start);
+  EXPECT_EQ(e.status, EvalStatus::kCompiled) << e.Report() << e.details;
+
+  auto judge = [&](const std::string& id, const std::string& source, const std::string& args) {
+    Candidate c = start;
+    c.id = id;
+    c.source = source;
+    auto plan = LaunchPlan::FromJson(R"j({"params": {"BR": 32, "BC": 32}, "launches": [{"kernel": "tile_copy_tma",
+        "grid": ["ceil_div(rows, BR)", 1, 1], "block": ["4 * BR", 1, 1], "args": [)j" + args + "]}]}",
+                                     id);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    if (plan.ok()) c.plan = *plan;
+    return EvaluateOne(*evaluator, c);
+  };
+  const std::string rest = R"(, "y", "s", "rows:i32", "cols:i32")";
+  // A pointer for the CUtensorMap parameter.
+  e = judge("pointer", start.source, R"("x")" + rest);
+  EXPECT_EQ(e.status, EvalStatus::kInvalidPlan);
+  EXPECT_NE((e.message + e.details).find("argument 0 (\"x\") is 128 bytes in the kernel but the plan passes 8 (a pointer)"),
+            std::string::npos)
+      << e.message << e.details;
+  // A map for a pointer parameter.
+  std::string pointer_kernel = start.source;
+  const std::string param = "const __grid_constant__ TensorMap x_map";
+  ASSERT_NE(pointer_kernel.find(param), std::string::npos);
+  pointer_kernel.replace(pointer_kernel.find(param), param.size(), "const float* x_map");
+  e = judge("map_for_pointer", pointer_kernel, R"({"tensor_map": "x", "box": ["BC", "BR"]})" + rest);
+  EXPECT_EQ(e.status, EvalStatus::kInvalidPlan);
+  EXPECT_NE((e.message + e.details).find("is 8 bytes in the kernel but the plan passes a tensor map (128 bytes by value)"),
+            std::string::npos)
+      << e.message << e.details;
+  // A box past TMA's 256 elements, named by its field.
+  e = judge("big_box", start.source, R"({"tensor_map": "x", "box": ["BC", "BR * 16"]})" + rest);
+  EXPECT_EQ(e.status, EvalStatus::kInvalidPlan);
+  EXPECT_NE((e.message + e.details).find("launches[0].args[0].box[1]: 'BR * 16' = 512 (must be 1..256)"),
+            std::string::npos)
+      << e.message << e.details;
+}
+
 }  // namespace
 }  // namespace ksearch

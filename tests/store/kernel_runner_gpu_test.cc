@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "cuda/objects.h"
@@ -34,6 +35,35 @@ std::vector<float> Softmax(const std::vector<float>& x, int rows, int cols) {
     for (int c = 0; c < cols; ++c) y[r * cols + c] = static_cast<float>(std::exp(x[r * cols + c] - m) / sum);
   }
   return y;
+}
+
+// The start of a program that uses the exported header `name`.h: includes,
+// main() and the primary context made current; `k` names the header's
+// namespace.
+std::string ProgramHead(const std::string& name) {
+  return "#include <cmath>\n#include <cstdio>\n#include <vector>\n#include \"" + name +
+         ".h\"\nint main() {\n  namespace k = ksearch_kernels::" + name +
+         ";\n  if (cuInit(0) != CUDA_SUCCESS) return 2;\n  CUdevice dev; CUcontext ctx;\n"
+         "  cuDeviceGet(&dev, 0);\n  cuDevicePrimaryCtxRetain(&ctx, dev);\n  cuCtxSetCurrent(ctx);\n";
+}
+
+// Compiles `dir`/main.cc against the real driver (the exported header
+// beside it), runs it and expects it to exit 0 and print "ok".
+void ExpectProgramSaysOk(const TempDir& dir) {
+  std::string include = KSEARCH_TEST_CUDA_INCLUDE;
+  include = include.substr(0, include.find(';'));
+  std::string command = std::string(KSEARCH_TEST_CXX) + " -std=c++17 -I" + include + " -I" + dir.path() + " " +
+                        dir.path() + "/main.cc -o " + dir.path() + "/main -L" + KSEARCH_TEST_CUDA_LIB +
+                        "/stubs -lcuda && " + dir.path() + "/main 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  int status = ::pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << ": " << output;
+  EXPECT_NE(output.find("ok"), std::string::npos) << output;
 }
 
 class KernelRunnerTest : public ::testing::Test {
@@ -175,18 +205,7 @@ TEST_F(KernelRunnerTest, TheExportedHeaderLaunchesTheKernel) {
   auto header = GenerateKernelHeader(problem_, *kernel);
   ASSERT_TRUE(header.ok());
   dir_.Write("row_softmax.h", *header);
-  dir_.Write("main.cc", R"(#include <cmath>
-#include <cstdio>
-#include <vector>
-#include "row_softmax.h"
-int main() {
-  namespace k = ksearch_kernels::row_softmax;
-  if (cuInit(0) != CUDA_SUCCESS) return 2;
-  CUdevice dev; CUcontext ctx;
-  cuDeviceGet(&dev, 0);
-  cuDevicePrimaryCtxRetain(&ctx, dev);
-  cuCtxSetCurrent(ctx);
-  const int rows = 64, cols = 256;
+  dir_.Write("main.cc", ProgramHead("row_softmax") + R"(  const int rows = 64, cols = 256;
   std::vector<float> x(rows * cols), y(rows * cols);
   for (int i = 0; i < rows * cols; ++i) x[i] = std::sin(i * 0.37f) * 3;
   CUdeviceptr dx, dy;
@@ -211,20 +230,112 @@ int main() {
   return 0;
 }
 )");
-  std::string include = KSEARCH_TEST_CUDA_INCLUDE;
-  include = include.substr(0, include.find(';'));
-  std::string command = std::string(KSEARCH_TEST_CXX) + " -std=c++17 -I" + include + " -I" + dir_.path() + " " +
-                        dir_.path() + "/main.cc -o " + dir_.path() + "/main -L" + KSEARCH_TEST_CUDA_LIB +
-                        "/stubs -lcuda && " + dir_.path() + "/main 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
-  int status = ::pclose(pipe);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << ": " << output;
-  EXPECT_NE(output.find("ok"), std::string::npos) << output;
+  ExpectProgramSaysOk(dir_);
+}
+
+// The TMA kernel of tests/eval/data/tma_tile (a tensor-map argument over x,
+// 32 x 32 boxes past the edge of a 100 x 72 tensor) through KernelRunner:
+// the runner encodes the map over the caller's pointer and the answer is the
+// judge's; a pointer TMA cannot take is refused by name; the exported header
+// encodes the same map and computes the same answer.
+TEST(KernelRunnerTensorMap, LaunchesATmaPlanOverTheCallersBuffers) {
+  KSEARCH_REQUIRE_GPU();
+  const char* env = std::getenv("KSEARCH_TMA_PROBLEM_DIR");
+  auto problem = Problem::Load(env && *env ? env : KSEARCH_SOURCE_DIR "/tests/eval/data/tma_tile");
+  ASSERT_TRUE(problem.ok()) << problem.status().ToString();
+  auto ctx = CudaContext::Create(0);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  TempDir dir;
+  auto store = Store::Open(dir.path() + "/k.db");
+  ASSERT_TRUE(store.ok());
+  KernelCache cache(**store);
+  HistoryEntry judged;
+  judged.candidate = problem->start.ToCandidate("tma", "start");
+  judged.evaluation.status = EvalStatus::kOk;
+  TimingStats t;
+  t.median_ms = 0.01;
+  judged.evaluation.timing = t;
+  ASSERT_TRUE(cache.PutBest(*problem, (*ctx)->info(), judged).ok());
+  auto kernel = cache.Lookup(KernelCacheKey::For(*problem, (*ctx)->info()));
+  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+  auto runner = KernelRunner::Load(*kernel, *problem);
+  ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+
+  const int rows = 100, cols = 72;
+  const internal::DriverApi& api = (*ctx)->api();
+  ASSERT_TRUE((*ctx)->MakeCurrent().ok());
+  std::vector<float> x(rows * cols);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(1.0f, 2.0f);
+  for (float& v : x) v = normal(rng);
+  // One spare float in front, for a misaligned x below.
+  auto dx = DeviceBuffer::Allocate(api, static_cast<int64_t>((x.size() + 4) * 4));
+  auto dy = DeviceBuffer::Allocate(api, static_cast<int64_t>(x.size() * 4));
+  auto ds = DeviceBuffer::Allocate(api, rows * 4);
+  auto stream = Stream::Create(api);
+  ASSERT_TRUE(dx.ok() && dy.ok() && ds.ok() && stream.ok());
+  ASSERT_EQ(api.cuMemcpyHtoD(dx->ptr(), x.data(), x.size() * 4), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemsetD32Async(dy->ptr(), 0x7fc00000u, x.size(), stream->get()), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemsetD32Async(ds->ptr(), 0x7fc00000u, rows, stream->get()), CUDA_SUCCESS);
+  TensorPointer tensors[] = {{"x", reinterpret_cast<void*>(dx->ptr())},
+                             {"y", reinterpret_cast<void*>(dy->ptr())},
+                             {"s", reinterpret_cast<void*>(ds->ptr())}};
+  Status launched = (*runner)->Launch(stream->get(), tensors);
+  ASSERT_TRUE(launched.ok()) << launched.ToString();
+  ASSERT_EQ(api.cuStreamSynchronize(stream->get()), CUDA_SUCCESS);
+  std::vector<float> y(x.size()), sums(rows);
+  ASSERT_EQ(api.cuMemcpyDtoH(y.data(), dy->ptr(), y.size() * 4), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemcpyDtoH(sums.data(), ds->ptr(), sums.size() * 4), CUDA_SUCCESS);
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], x[i]) << "y at " << i;
+  for (int r = 0; r < rows; ++r) {
+    double expected = 0;
+    for (int c = 0; c < cols; ++c) expected += x[r * cols + c];
+    ASSERT_NEAR(sums[r], expected, 1e-4 * (1 + std::fabs(expected))) << "s at row " << r;
+  }
+
+  TensorPointer misaligned[] = {{"x", reinterpret_cast<void*>(dx->ptr() + 4)},
+                                {"y", reinterpret_cast<void*>(dy->ptr())},
+                                {"s", reinterpret_cast<void*>(ds->ptr())}};
+  Status refused = (*runner)->Launch(stream->get(), misaligned);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("tensor 'x' is not 16-byte aligned, and kernel 'tile_copy_tma' reads it "
+                                   "through a tensor map"),
+            std::string::npos)
+      << refused.ToString();
+
+  // The exported header, compiled and run against the driver.
+  auto header = GenerateKernelHeader(*problem, *kernel);
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  dir.Write("tma_tile.h", *header);
+  dir.Write("main.cc", ProgramHead("tma_tile") + R"(  const int rows = 100, cols = 72;
+  std::vector<float> x(rows * cols), y(rows * cols), s(rows);
+  for (int i = 0; i < rows * cols; ++i) x[i] = std::sin(i * 0.37f) * 3 + 1;
+  CUdeviceptr dx, dy, ds;
+  cuMemAlloc(&dx, x.size() * 4);
+  cuMemAlloc(&dy, y.size() * 4);
+  cuMemAlloc(&ds, s.size() * 4);
+  cuMemcpyHtoD(dx, x.data(), x.size() * 4);
+  k::Tensors t;
+  t.x = reinterpret_cast<const float*>(dx);
+  t.y = reinterpret_cast<float*>(dy);
+  t.s = reinterpret_cast<float*>(ds);
+  if (CUresult r = k::Launch(nullptr, t); r != CUDA_SUCCESS) { std::printf("launch %d\n", (int)r); return 3; }
+  if (cuCtxSynchronize() != CUDA_SUCCESS) return 4;
+  cuMemcpyDtoH(y.data(), dy, y.size() * 4);
+  cuMemcpyDtoH(s.data(), ds, s.size() * 4);
+  for (int r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int c = 0; c < cols; ++c) {
+      if (y[r * cols + c] != x[r * cols + c]) return 5;
+      sum += x[r * cols + c];
+    }
+    if (std::fabs(s[r] - sum) > 1e-4 * (1 + std::fabs(sum))) return 6;
+  }
+  std::puts("ok");
+  return 0;
+}
+)");
+  ExpectProgramSaysOk(dir);
 }
 
 // C[M][N] = A[M][K] · B[K][N] with BY rows of 16 threads per block: the
