@@ -169,7 +169,7 @@ def main():
                 with torch.cuda.graph(graph):
                     layer(tokens, kv, torch.bfloat16, k_cache, v_cache, cos, sin)
                 graphed = median_ms(graph.replay, args.repeats)
-            except RuntimeError as e:
+            except Exception as e:  # noqa: BLE001
                 print(f"  {name}: PyTorch's layer does not capture into a CUDA graph ({e})", flush=True)
             raw = lambda what: torch.frombuffer(bytearray(open(os.path.join(dump, f"{name}.{what}.bf16"), "rb").read()),
                                                 dtype=torch.bfloat16).to(dev).view(tokens, HIDDEN)
