@@ -74,6 +74,26 @@ TEST(CliRun, RecordsTheRunAndListShowsIt) {
   EXPECT_NE(out.find("already completed"), std::string::npos) << out;
 }
 
+// A problem with dispatch buckets: the JSON summary holds each bucket's best
+// (its name, the candidate and the bucket's own cases), the table the
+// kernel cache stores; a problem without buckets has no such field.
+TEST(CliRun, TheJsonSummaryHoldsEachDispatchBucketsBest) {
+  std::string out;
+  ASSERT_EQ(Shell(kCli + " run linear --dims M=64,N=64,K=64 --strategy tune --rounds 1 --batch 1"
+                  " --compile-only --arch sm_90 --cache-dir off --no-db --json", &out),
+            kCompiledOnly)
+      << out;
+  EXPECT_NE(out.find("\"best_per_bucket\":[{\"bucket\":\"M<=16\",\"candidate_id\":\"c0\""), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("{\"bucket\":\"M>16\",\"candidate_id\":\"c0\""), std::string::npos) << out;
+  out.clear();
+  ASSERT_EQ(Shell(kCli + " run softmax --dims rows=64,cols=1024 --strategy tune --rounds 1 --batch 1"
+                  " --compile-only --arch sm_90 --cache-dir off --no-db --json", &out),
+            kCompiledOnly)
+      << out;
+  EXPECT_EQ(out.find("best_per_bucket"), std::string::npos) << out;
+}
+
 TEST(CliRun, NoDbWritesNothingAndBadInputIsNamed) {
   TempDir dir;
   std::string out;

@@ -460,7 +460,7 @@ int64_t StatusCount(const SearchSummary& s, const char* status) {
   return it == s.by_status.end() ? 0 : it->second;
 }
 
-void PrintSummaryJson(const SearchSummary& s, int64_t run_id, const TimeSplit& t) {
+void PrintSummaryJson(const SearchSummary& s, const Problem& problem, int64_t run_id, const TimeSplit& t) {
   boost::json::object o;
   o["run"] = run_id;
   o["strategy"] = s.strategy;
@@ -491,6 +491,20 @@ void PrintSummaryJson(const SearchSummary& s, int64_t run_id, const TimeSplit& t
   o["best"] = s.best ? Embedded(s.best->evaluation.ToJson()) : nullptr;
   o["best_plan"] = s.best ? Embedded(s.best->candidate.plan.ToJson()) : nullptr;
   o["best_source"] = s.best ? boost::json::value(s.best->candidate.source) : nullptr;
+  // A problem with dispatch buckets: each bucket's best (its cases only),
+  // null where none was correct; what the kernel cache's table holds.
+  if (problem.dispatch.enabled()) {
+    boost::json::array buckets;
+    for (size_t b = 0; b < problem.dispatch.bucket_count(); ++b) {
+      const std::optional<HistoryEntry>* entry = b < s.best_per_bucket.size() ? &s.best_per_bucket[b] : nullptr;
+      boost::json::object bucket{{"bucket", problem.dispatch.BucketName(b)}};
+      bucket["candidate_id"] = entry && *entry ? boost::json::value((*entry)->candidate.id) : nullptr;
+      bucket["evaluation"] = entry && *entry ? Embedded((*entry)->evaluation.ToJson()) : nullptr;
+      bucket["plan"] = entry && *entry ? Embedded((*entry)->candidate.plan.ToJson()) : nullptr;
+      buckets.push_back(std::move(bucket));
+    }
+    o["best_per_bucket"] = std::move(buckets);
+  }
   boost::json::array ideas, candidates;
   for (const Idea& i : s.history.ideas) {
     ideas.push_back({{"id", i.id},
@@ -789,7 +803,7 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
   }
   TimeSplit time = SplitTime(*summary, exchanges, store != nullptr || !any_llm);
   if (args.json) {
-    PrintSummaryJson(*summary, session ? session->run_id() : 0, time);
+    PrintSummaryJson(*summary, problem, session ? session->run_id() : 0, time);
   } else {
     std::cout << summary->FullReport() << TimeSplitText(*summary, time);
     if (std::string why; args.unsandboxed_compile && !CompileConfinementAvailable(&why)) {
