@@ -34,15 +34,15 @@ def parse_args():
     p.add_argument("--engine", required=True, help="path of example_engine_autotune")
     p.add_argument("--db", default="layer.db", help="the engine's kernel cache (default layer.db)")
     p.add_argument("--tune-seconds", type=float, default=30, help="budget of each op's first tuning")
-    p.add_argument("--context", type=int, default=2048, help="KV-cache length of a decode step")
+    p.add_argument("--context", type=int, default=2048, help="KV-cache length of a decode step (> 16)")
     p.add_argument("--prefill", type=int, default=2048, help="tokens of the prefill (> 16)")
     p.add_argument("--repeats", type=int, default=30, help="timed runs per call; the median is reported")
     p.add_argument("--out", help="write the figures as JSON here")
     args = p.parse_args()
     if not os.access(args.engine, os.X_OK):
         p.error(f"--engine: {args.engine} is not an executable file")
-    if args.prefill <= 16 or args.context < 16:
-        p.error("--prefill must exceed 16 and --context be at least 16")
+    if args.prefill <= 16 or args.context <= 16:
+        p.error("--prefill and --context must exceed 16 (the engine's limits)")
     return args
 
 
