@@ -390,8 +390,9 @@ bool SearchRun::Record(const HistoryEntry& entry, bool duplicate) {
 }
 
 void SearchRun::RecordBuckets(const HistoryEntry& entry) {
+  // A strategy of the caller's may run without a problem in its context.
+  if (!impl_->context.problem || !impl_->context.problem->dispatch.enabled()) return;
   const Problem& problem = *impl_->context.problem;
-  if (!problem.dispatch.enabled()) return;
   std::vector<std::optional<HistoryEntry>>& bests = impl_->summary.best_per_bucket;
   bests.resize(problem.dispatch.bucket_count());
   // A kernel wrong at a case of one bucket may still be the best of another:

@@ -212,12 +212,18 @@ TEST(SearchRun, KeepsTheBestKernelOfEachDispatchBucket) {
   EXPECT_EQ(summary.best->candidate.id, "b");
 }
 
-// Without buckets there is no table.
+// Without buckets there is no table; nor without a problem in the context
+// (a caller's own strategy may run on an evaluator alone).
 TEST(SearchRun, KeepsNoBucketTableWithoutDispatch) {
   Fixture f;
   SearchRun run(f.context, SearchBudget(), "test");
   run.Evaluate({f.Kernel("a", 1)});
   EXPECT_TRUE(run.Finish().best_per_bucket.empty());
+  Fixture g;
+  g.context.problem = nullptr;
+  SearchRun bare(g.context, SearchBudget(), "test");
+  ASSERT_EQ(bare.Evaluate({g.Kernel("a", 1)}).size(), 1u);
+  EXPECT_TRUE(bare.Finish().best_per_bucket.empty());
 }
 
 }  // namespace
