@@ -146,18 +146,8 @@ Evaluation PerCase(const Problem& problem, const std::vector<double>& ms, const 
   Evaluation e;
   std::vector<size_t> all;
   for (size_t i = 0; i < problem.shapes.size(); ++i) {
-    CaseResult r;
-    r.name = problem.shapes[i].name;
-    r.dims = problem.CaseDims(i);
-    r.timed = problem.shapes[i].timed;
-    r.weight = r.timed ? problem.shapes[i].weight : 0.0;
-    r.status = r.name == wrong_at ? EvalStatus::kWrongResult : EvalStatus::kOk;
-    r.message = r.status == EvalStatus::kOk ? "correct (fake)" : "wrong (fake)";
-    if (r.timed) {
-      r.median_ms = r.min_ms = r.p10_ms = r.p90_ms = r.ci_low_ms = r.ci_high_ms = ms[i];
-      r.repetitions = 10;
-    }
-    e.cases.push_back(r);
+    bool wrong = problem.shapes[i].name == wrong_at;
+    e.cases.push_back(testing::FakeCase(problem, i, wrong ? EvalStatus::kWrongResult : EvalStatus::kOk, ms[i]));
     all.push_back(i);
   }
   if (wrong_at.empty()) {

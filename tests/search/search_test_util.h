@@ -108,6 +108,23 @@ inline Evaluation Failed(EvalStatus status, std::string message) {
   return e;
 }
 
+// The result of shape case `index` of `problem` (its name, dims, timing and
+// weight), with `status`; a timed case ran in `ms`.
+inline CaseResult FakeCase(const Problem& problem, size_t index, EvalStatus status, double ms) {
+  CaseResult r;
+  r.name = problem.shapes[index].name;
+  r.dims = problem.CaseDims(index);
+  r.timed = problem.shapes[index].timed;
+  r.weight = r.timed ? problem.shapes[index].weight : 0.0;
+  r.status = status;
+  r.message = status == EvalStatus::kOk ? "correct (fake)" : "wrong (fake)";
+  if (r.timed) {
+    r.median_ms = r.min_ms = r.p10_ms = r.p90_ms = r.ci_low_ms = r.ci_high_ms = ms;
+    r.repetitions = 10;
+  }
+  return r;
+}
+
 // The row softmax of test_util.h, with a template "rows" over BLOCK × VEC
 // under two constraints. The template's source differs from the starting
 // kernel's by a comment, so that the start is not one of its points.

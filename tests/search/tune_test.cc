@@ -177,17 +177,12 @@ TEST(ParameterTuneSearch, KeepsABestKernelPerDispatchBucket) {
     double big_ms = 1.0 + 0.3 * std::abs(std::log2(block / 512.0));
     Evaluation e;
     for (size_t i = 0; i < problem.shapes.size(); ++i) {
-      CaseResult r;
-      r.name = problem.shapes[i].name;
-      r.dims = problem.CaseDims(i);
-      r.timed = problem.shapes[i].timed;
-      r.weight = r.timed ? problem.shapes[i].weight : 0.0;
-      r.status = vec8 && r.name == "odd" ? EvalStatus::kWrongResult : EvalStatus::kOk;
-      r.message = r.status == EvalStatus::kOk ? "correct (fake)" : "wrong at the tail (fake)";
+      const std::string& name = problem.shapes[i].name;
+      CaseResult r = testing::FakeCase(problem, i,
+                                       vec8 && name == "odd" ? EvalStatus::kWrongResult : EvalStatus::kOk,
+                                       name == "small" ? small_ms : big_ms);
+      if (r.status != EvalStatus::kOk) r.message = "wrong at the tail (fake)";
       if (r.timed) {
-        r.median_ms = r.min_ms = r.p10_ms = r.p90_ms = r.ci_low_ms = r.ci_high_ms =
-            r.name == "small" ? small_ms : big_ms;
-        r.repetitions = 10;
         r.baseline = "fake_baseline";
         r.baseline_median_ms = 1.0;
         r.speedup = r.speedup_ci_low = r.speedup_ci_high = 1.0 / r.median_ms;
