@@ -11,9 +11,8 @@ namespace ksearch::internal {
 namespace {
 
 // Non-finite figures (an overflowing speedup, a NaN time) are written as
-// "nan"/"inf" and read back as themselves, as in the rest of an evaluation.
-boost::json::value Number(double v) { return NumberToJson(v); }
-
+// "nan"/"inf" (NumberToJson) and read back as themselves, as in the rest of
+// an evaluation.
 Status ReadNumber(const JsonNode& o, std::string_view key, double* out) {
   KSEARCH_ASSIGN_OR_RETURN(std::optional<JsonNode> node, o.Find(key));
   if (!node) return Status::Ok();
@@ -30,25 +29,25 @@ boost::json::value CaseResultsToJson(const std::vector<CaseResult>& cases) {
     for (const auto& [name, value] : c.dims) dims[name] = value;
     out.push_back(boost::json::object{{"name", c.name},
                                       {"dims", std::move(dims)},
-                                      {"weight", Number(c.weight)},
+                                      {"weight", NumberToJson(c.weight)},
                                       {"timed", c.timed},
                                       {"status", std::string(ToString(c.status))},
                                       {"message", c.message},
-                                      {"median_ms", Number(c.median_ms)},
-                                      {"min_ms", Number(c.min_ms)},
-                                      {"p10_ms", Number(c.p10_ms)},
-                                      {"p90_ms", Number(c.p90_ms)},
-                                      {"ci_low_ms", Number(c.ci_low_ms)},
-                                      {"ci_high_ms", Number(c.ci_high_ms)},
+                                      {"median_ms", NumberToJson(c.median_ms)},
+                                      {"min_ms", NumberToJson(c.min_ms)},
+                                      {"p10_ms", NumberToJson(c.p10_ms)},
+                                      {"p90_ms", NumberToJson(c.p90_ms)},
+                                      {"ci_low_ms", NumberToJson(c.ci_low_ms)},
+                                      {"ci_high_ms", NumberToJson(c.ci_high_ms)},
                                       {"repetitions", c.repetitions},
-                                      {"baseline_median_ms", Number(c.baseline_median_ms)},
+                                      {"baseline_median_ms", NumberToJson(c.baseline_median_ms)},
                                       {"baseline", c.baseline},
-                                      {"speedup", Number(c.speedup)},
-                                      {"speedup_ci_low", Number(c.speedup_ci_low)},
-                                      {"speedup_ci_high", Number(c.speedup_ci_high)},
-                                      {"floor_ms", Number(c.floor_ms)},
-                                      {"max_l2_rel_error", Number(c.max_l2_rel_error)},
-                                      {"allowed_l2_rel_error", Number(c.allowed_l2_rel_error)}});
+                                      {"speedup", NumberToJson(c.speedup)},
+                                      {"speedup_ci_low", NumberToJson(c.speedup_ci_low)},
+                                      {"speedup_ci_high", NumberToJson(c.speedup_ci_high)},
+                                      {"floor_ms", NumberToJson(c.floor_ms)},
+                                      {"max_l2_rel_error", NumberToJson(c.max_l2_rel_error)},
+                                      {"allowed_l2_rel_error", NumberToJson(c.allowed_l2_rel_error)}});
   }
   return out;
 }

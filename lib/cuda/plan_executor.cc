@@ -68,10 +68,6 @@ CUresult EncodeTensorMap(const DriverApi& api, const ResolvedTensorMap& map, CUd
                                                        : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-namespace {
-
-}  // namespace
-
 StatusOr<PlanExecutor> PlanExecutor::Bind(const DriverApi& api, const Module& module,
                                           const LaunchPlan& plan, const ResolvedPlan& resolved) {
   PlanExecutor executor;
