@@ -122,6 +122,32 @@ TEST_F(GpuHalf, ASkippedRoundingOnSmallOutputsIsCaughtByTheCount) {
   ExpectHonestPass();
 }
 
+// The built-in linear allows an elementwise atol ten times the default
+// (1e-4 of the output's RMS, set from cuBLAS's own error at long k). The
+// same shortcut on small outputs must still fail there: at K = 4096 the RMS
+// is about 64, so atol is about 6.4e-3, below one bf16 step of any |y| >= 1,
+// and the outputs in [1, 8) that truncate instead of rounding are counted.
+TEST_F(GpuHalf, LinearsLooserAtolStillCatchesASkippedRoundingOnSmallOutputs) {
+  KSEARCH_REQUIRE_GPU();
+  auto builtin = LoadProblem("linear");
+  ASSERT_TRUE(builtin.ok()) << builtin.status().ToString();
+  ASSERT_EQ(builtin->tolerance.atol_rms_fraction, 1e-4);
+  builtin->shapes.clear();
+  builtin->dispatch = {};
+  auto small = builtin->WithDims({{"M", 64}, {"N", 512}, {"K", 4096}});
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  ASSERT_NO_FATAL_FAILURE(Open(*small));
+  std::string source = Edit(problem_.reference_fp32.source, R"(__float2bfloat16_rn\(acc\[i\]\[j\]\))",
+                            "(fabsf(acc[i][j]) < 8.0f"
+                            " ? __ushort_as_bfloat16((unsigned short)(__float_as_uint(acc[i][j]) >> 16))"
+                            " : __float2bfloat16_rn(acc[i][j]))");
+  Evaluation e = Judge("linear_truncated_small_outputs", problem_.reference_fp32, source);
+  ExpectRejected(e);
+  ASSERT_TRUE(e.mismatch);
+  EXPECT_GT(e.mismatch->bad_count, e.mismatch->elements / 100) << e.Report();
+  ExpectHonestPass();
+}
+
 // The honest bf16 kernels pass, and cuBLASLt (fp32 accumulation) passes the
 // same judge and is the baseline they are timed against.
 TEST_F(GpuHalf, HonestBf16GemmPassesAgainstTheCublasLtBaseline) {
