@@ -4,7 +4,6 @@
 #include "eval/local_evaluator.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -12,6 +11,7 @@
 #include "cuda/cubin_info.h"
 #include "eval/device_output.h"
 #include "eval/judge.h"
+#include "core/evaluation_json.h"
 #include "core/plan_signature.h"
 #include "eval/shape_set_evaluator.h"
 
@@ -73,8 +73,7 @@ Status LocalEvaluator::Initialize() {
                                   device_.nvrtc_version + " (supported: " + list + ")");
     }
     device_.name = "(compile-only)";
-    device_.cc_major = std::atoi(arch.c_str() + 3) / 10;
-    device_.cc_minor = std::atoi(arch.c_str() + 3) % 10;
+    internal::ParseArch(arch, &device_.cc_major, &device_.cc_minor);
     if (arch != options_.arch && device_.CompileArch() != options_.arch) {
       return InvalidArgumentError("arch '" + options_.arch + "': " + arch +
                                   " has no arch-specific feature set (use " + arch + ")");

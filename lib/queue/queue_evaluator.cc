@@ -46,11 +46,7 @@ class QueueEvaluatorImpl final : public QueueEvaluator {
     device_.name = options_.device_model.empty()
                        ? "any " + options_.arch + " worker of " + redis_->url().ToString()
                        : options_.device_model;
-    if (options_.arch.size() >= 5) {
-      int cc = std::atoi(options_.arch.c_str() + 3);
-      device_.cc_major = cc / 10;
-      device_.cc_minor = cc % 10;
-    }
+    internal::ParseArch(options_.arch, &device_.cc_major, &device_.cc_minor);
     // Compiled here as the workers' own judges compile: for the
     // capability's arch-specific feature set (sm_90a on Hopper).
     compile_arch_ = options_.arch.ends_with("a") || device_.cc_major == 0 ? options_.arch : device_.CompileArch();
