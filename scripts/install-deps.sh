@@ -9,6 +9,7 @@ packages=(
   libsimdjson-dev libssl-dev libsqlite3-dev
   libgtest-dev libgmock-dev libcli11-dev
   ca-certificates
+  python3  # tools/problem_check, the static check of every problem folder (a test)
   redis-server libhiredis-dev  # the Redis work queue (lib/queue) and its tests
   chromium  # headless rendering check of the HTML report (tests/store)
   clang-14 libclang-rt-14-dev libfuzzer-14-dev  # scripts/fuzz.sh: libFuzzer with ASan and UBSan

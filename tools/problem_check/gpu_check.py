@@ -75,12 +75,22 @@ def make_inputs(p, input_set, seed):
         if t["role"] != "input":
             continue
         dist = input_set.get("tensors", {}).get(t["name"], input_set["distribution"])
-        kind, a, b = L.parse_distribution(dist)
+        kind, a, b, scale = L.parse_distribution_scaled(dist)
         shape = tuple(L.evaluate(e, p["dims"]) for e in t["shape"])
         if kind == "normal":
-            out[t["name"]] = rs.normal(a, b, size=shape, dtype=np.float32)
+            x = rs.normal(a, b, size=shape, dtype=np.float32)
         else:
-            out[t["name"]] = rs.uniform(a, b, size=shape, dtype=np.float32)
+            x = rs.uniform(a, b, size=shape, dtype=np.float32)
+        if scale is not None:
+            # Not ksearch's stream, the same kind of data: one factor 10^u per
+            # row (a run of the last axis) or per column (an index of it).
+            low, high, axis = scale
+            if axis == "row":
+                u = rs.uniform(low, high, size=shape[:-1] + (1,), dtype=np.float32)
+            else:
+                u = rs.uniform(low, high, size=(shape[-1],), dtype=np.float32)
+            x = (x * cp.power(10.0, u)).astype(np.float32)
+        out[t["name"]] = x
     return out
 
 

@@ -194,11 +194,34 @@ def evaluate_condition(expr, values):
 # ----------------------------------------------------------------------------
 # Problem files.
 
-def parse_distribution(text):
+_NUM = r"([-+0-9.eE]+)"
+SCALE_RE = re.compile(r"^(.*?)\s*\*\s*10\s*\^\s*uniform\s*\(\s*" + _NUM + r"\s*,\s*" + _NUM
+                      + r"\s*\)\s*(?:per\s+(row|column))?\s*$")
+
+
+def parse_distribution_scaled(text):
+    """(kind, a, b, scale): scale is None or (low, high, 'row' | 'column'),
+    for a distribution written 'normal(0, 1) * 10^uniform(-4, 0) per row'."""
+    scale = None
+    m = SCALE_RE.match(text)
+    if m:
+        if not m.group(4):
+            raise CheckError(f"distribution '{text}': a scale applies 'per row' or 'per column'")
+        low, high = float(m.group(2)), float(m.group(3))
+        if not (-38 <= low <= high <= 38):
+            raise CheckError(f"distribution '{text}': the exponents must satisfy -38 <= LOW <= HIGH <= 38")
+        scale = (low, high, m.group(4))
+        text = m.group(1)
     m = DIST_RE.match(text)
     if not m:
-        raise CheckError(f"distribution '{text}': expected normal(MEAN, STDDEV) or uniform(LOW, HIGH)")
-    return m.group(1), float(m.group(2)), float(m.group(3))
+        raise CheckError(f"distribution '{text}': expected normal(MEAN, STDDEV) or uniform(LOW, HIGH),"
+                         " optionally followed by '* 10^uniform(LOW, HIGH) per row' (or 'per column')")
+    return m.group(1), float(m.group(2)), float(m.group(3)), scale
+
+
+def parse_distribution(text):
+    """(kind, a, b) of a distribution, its per-row or per-column scale checked and dropped."""
+    return parse_distribution_scaled(text)[:3]
 
 
 def load_problem(path, dims_override=None):
@@ -346,7 +369,7 @@ def kernel_signature(src, name):
     """The parameter list of `extern "C" __global__ void NAME(...)` as a list of
     (type text, parameter name); None when there is no such entry point."""
     code = strip_comments(src)
-    m = re.search(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?'
+    m = re.search(r'extern\s+"C"\s+__global__\s+void\s+(?:(?:__launch_bounds__|__maxnreg__)\s*\([^)]*\)\s*)*'
                   + re.escape(name) + r"\s*\(", code)
     if not m:
         return None
