@@ -1,4 +1,3 @@
-#include "core/case_results.h"
 #include "ksearch/evaluation.h"
 
 #include "core/evaluation_json.h"
@@ -33,6 +32,30 @@ std::string Format(const char* format, double a, double b = 0, double c = 0) {
   char text[160];
   std::snprintf(text, sizeof(text), format, a, b, c);
   return text;
+}
+
+
+// One line per shape case: name, dims, status, time, speedup.
+std::string CaseLines(const std::vector<CaseResult>& cases) {
+  std::string out;
+  for (const CaseResult& c : cases) {
+    std::string dims;
+    for (const auto& [name, value] : c.dims) {
+      dims += (dims.empty() ? "" : " ") + name + "=" + std::to_string(value);
+    }
+    std::string figures;
+    if (c.timed && c.median_ms > 0) {
+      figures = Format(", %.4f ms (weight %g)", c.median_ms, c.weight);
+      if (c.speedup > 0) {
+        figures += Format(", %.3fx vs ", c.speedup) + c.baseline + Format(" (%.4f ms)", c.baseline_median_ms);
+      }
+    }
+    out += "  case " + c.name + " (" + dims + (c.timed ? "" : ", check-only") + "): " +
+           std::string(ToString(c.status)) + figures +
+           (c.status == EvalStatus::kOk || c.status == EvalStatus::kCompiled ? "" : " — " + c.message) +
+           "\n";
+  }
+  return out;
 }
 
 }  // namespace
@@ -71,7 +94,7 @@ std::string Evaluation::Report() const {
   if (!candidate_id.empty()) out = candidate_id + ": " + out;
   if (!message.empty()) out += " — " + message;
   out += "\n";
-  out += internal::CaseResultsReport(cases);
+  out += CaseLines(cases);
   if (timing) {
     out += Format("  time: median %.4f ms (95%% CI %.4f–%.4f", timing->median_ms, timing->ci_low_ms,
                   timing->ci_high_ms);

@@ -1,6 +1,5 @@
 #include "core/evaluation_json.h"
 
-#include "core/case_results.h"
 
 #include <boost/json.hpp>
 #include <cctype>
@@ -93,6 +92,35 @@ void Fields(D& d, F&& f) {
   f("baseline_library", d.baseline_library);
 }
 
+// One shape case of a shape-set evaluation; "name" and "status" are
+// required (ReadValue below). Unknown keys are ignored, as in the rest of an
+// evaluation, so a newer worker's cases read here.
+template <typename C, typename F>
+  requires Is<C, CaseResult>
+void Fields(C& c, F&& f) {
+  f("name", c.name);
+  f("dims", c.dims);
+  f("weight", c.weight);
+  f("timed", c.timed);
+  f("status", c.status);
+  f("message", c.message);
+  f("median_ms", c.median_ms);
+  f("min_ms", c.min_ms);
+  f("p10_ms", c.p10_ms);
+  f("p90_ms", c.p90_ms);
+  f("ci_low_ms", c.ci_low_ms);
+  f("ci_high_ms", c.ci_high_ms);
+  f("repetitions", c.repetitions);
+  f("baseline_median_ms", c.baseline_median_ms);
+  f("baseline", c.baseline);
+  f("speedup", c.speedup);
+  f("speedup_ci_low", c.speedup_ci_low);
+  f("speedup_ci_high", c.speedup_ci_high);
+  f("floor_ms", c.floor_ms);
+  f("max_l2_rel_error", c.max_l2_rel_error);
+  f("allowed_l2_rel_error", c.allowed_l2_rel_error);
+}
+
 template <typename E, typename F>
   requires Is<E, Evaluation>
 void Fields(E& e, F&& f) {
@@ -126,8 +154,8 @@ template <typename T>
 concept Record = requires(T& t) { Fields(t, [](std::string_view, auto&) {}); };
 
 using PeakTable = std::vector<std::pair<std::string, double>>;
-// Shape cases have their codec in core/case_results.h (absent when empty, so
-// a one-shape problem's JSON has no "cases").
+using Dims = std::vector<std::pair<std::string, int64_t>>;  // {"M": 4096, …}
+// Absent when empty, so a one-shape problem's JSON has no "cases".
 using Cases = std::vector<CaseResult>;
 
 // ---- Writing
@@ -143,7 +171,11 @@ boost::json::value WriteValue(const PeakTable& table) {
   for (const auto& [name, value] : table) o[name] = NumberToJson(value);
   return o;
 }
-boost::json::value WriteValue(const Cases& cases) { return CaseResultsToJson(cases); }
+boost::json::value WriteValue(const Dims& dims) {
+  boost::json::object o;
+  for (const auto& [name, value] : dims) o[name] = value;
+  return o;
+}
 template <Record T>
 boost::json::value WriteValue(const T& record);
 template <typename T>
@@ -218,8 +250,8 @@ Status ReadValue(const JsonNode& n, PeakTable* out) {
   }
   return Status::Ok();
 }
-Status ReadValue(const JsonNode& n, Cases* out) {
-  KSEARCH_ASSIGN_OR_RETURN(*out, CaseResultsFromNode(n));
+Status ReadValue(const JsonNode& n, Dims* out) {
+  KSEARCH_ASSIGN_OR_RETURN(*out, n.IntMembers());
   return Status::Ok();
 }
 template <Record T>
@@ -265,6 +297,13 @@ Status ReadObject(const JsonNode& n, T* out) {
 
 template <Record T>
 Status ReadValue(const JsonNode& n, T* out) {
+  if constexpr (std::is_same_v<T, CaseResult>) {
+    if (!n.IsObject()) return n.Error("expected an object, got " + n.Describe());
+    for (std::string_view key : {"name", "status"}) {
+      KSEARCH_ASSIGN_OR_RETURN(JsonNode required, n.Required(key));
+      if (required.element().is_null()) return required.Error("expected a value, got null");
+    }
+  }
   if constexpr (std::is_same_v<T, DeviceInfo>) {
     // Read first, so that cc_major and cc_minor win where both are present.
     if (n.IsObject()) {

@@ -138,6 +138,35 @@ TEST(EvaluationJson, ShapeCaseFiguresKeepTheirNonFiniteValues) {
   EXPECT_EQ(back->ToJson(), json);
 }
 
+// A case needs its name and status, and its members their types; each error
+// names the member. A key it does not know is ignored, as in the evaluation.
+TEST(EvaluationJson, AShapeCaseWithoutNameOrStatusIsRefusedAndUnknownKeysAreIgnored) {
+  struct Bad {
+    const char* json;
+    const char* error;
+  } bad[] = {
+      {R"({"status": "ok", "cases": [{"status": "ok"}]})", "cases[0]"},
+      {R"({"status": "ok", "cases": [{"name": "a", "status": "ok"}, {"name": "b"}]})", "cases[1]"},
+      {R"({"status": "ok", "cases": [{"name": "a", "status": null}]})", "cases[0].status"},
+      {R"({"status": "ok", "cases": [{"name": 3, "status": "ok"}]})", "cases[0].name"},
+      {R"({"status": "ok", "cases": [{"name": "a", "status": "ok", "dims": {"M": 1.5}}]})", "cases[0].dims"},
+      {R"({"status": "ok", "cases": [{"name": "a", "status": "ok", "repetitions": 1e12}]})",
+       "cases[0].repetitions"},
+  };
+  for (const Bad& b : bad) {
+    auto back = EvaluationFromJson(b.json, "test");
+    ASSERT_FALSE(back.ok()) << b.json;
+    EXPECT_EQ(back.status().code(), StatusCode::kInvalidArgument) << b.json;
+    EXPECT_NE(back.status().message().find(b.error), std::string::npos) << back.status().message();
+  }
+  auto good = EvaluationFromJson(R"({"status": "ok", "cases": [{"name": "a", "status": "ok",
+      "dims": {"M": 16}, "timed": false, "from_a_newer_version": [1]}]})", "test");
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  ASSERT_EQ(good->cases.size(), 1u);
+  EXPECT_FALSE(good->cases[0].timed);
+  EXPECT_EQ(good->cases[0].dims, (std::vector<std::pair<std::string, int64_t>>{{"M", 16}}));
+}
+
 TEST(EvaluationJson, ReadsTheLayoutEarlierVersionsWrote) {
   // As main's writer left records before this codec: non-finite numbers as
   // null, the device as its arch only, a speedup against the reference.

@@ -350,7 +350,7 @@ TEST(EvaluationJson, CarriesPerCaseResultsInEveryForm) {
   // A one-shape evaluation writes no "cases".
   EXPECT_EQ(SampleEvaluation().ToJson().find("\"cases\""), std::string::npos);
   auto bad = EvaluationFromJson(R"({"status": "ok", "cases": [{"name": "a", "status": "fine"}]})", "e");
-  EXPECT_NE(bad.status().message().find("cases[0].status: unknown status 'fine'"), std::string::npos)
+  EXPECT_NE(bad.status().message().find("cases[0].status: unknown evaluation status \"fine\""), std::string::npos)
       << bad.status().message();
 }
 
