@@ -13,8 +13,10 @@ kernel's median time, its ratio to the library baseline (cuBLAS/cuDNN, timed
 by the same evaluator in the same run; the reference where no library does
 the op), its roofline fraction, its L2 relative error vs the fp64 reference
 (worst input set), the parameters chosen, candidates judged and wall time.
-Prints a markdown table and writes every JSON summary to --out. Asserts
-nothing.
+Prints a markdown table and writes every JSON summary to --out; for a
+problem with shape cases a second table gives each timed case's time and
+library ratio for the overall best kernel and for its dispatch bucket's best.
+Asserts nothing.
 
   python3 bench/search_vs_torch.py --ksearch .gpu-bundle/ksearch \
       [--budget-minutes 1] [--strategies tune,branch] [--db bench.db] [PROBLEM ...]
@@ -55,6 +57,42 @@ def run_search(args, problem, strategy):
 
 def fmt(value, pattern="{:.3f}"):
     return "—" if value is None else pattern.format(value)
+
+
+def case_table(dump):
+    """For problems with shape cases: each timed case's figures for the
+    overall best kernel and for its dispatch bucket's best kernel
+    (`best_per_bucket`), with the library baseline the judge timed at that
+    case in the same run."""
+    rows = []
+    for key, summary in dump.items():
+        best = (summary or {}).get("best") or {}
+        cases = best.get("cases") or []
+        if not cases:
+            continue
+        by_case = {}
+        for bucket in summary.get("best_per_bucket") or []:
+            for c in (bucket.get("evaluation") or {}).get("cases") or []:
+                by_case[c["name"]] = (bucket["bucket"], bucket.get("candidate_id"), c)
+        for c in cases:
+            if not c.get("timed", True):
+                continue
+            dims = " ".join(f"{k}={v}" for k, v in (c.get("dims") or {}).items())
+            bucket, cand, bc = by_case.get(c["name"], ("—", None, {}))
+            rows.append([key, c["name"], dims, fmt(c.get("median_ms"), "{:.4f}"),
+                         f"{fmt(c.get('speedup') or None, '{:.2f}x')} vs {c.get('baseline') or '—'}"
+                         f" ({fmt(c.get('baseline_median_ms') or None, '{:.4f}')} ms)",
+                         f"{bucket}: {cand or '—'}", fmt(bc.get("median_ms"), "{:.4f}"),
+                         fmt(bc.get("speedup") or None, "{:.2f}x")])
+    if not rows:
+        return
+    head = ["problem/strategy", "case", "dims", "overall best ms", "vs library (same run)",
+            "bucket: its best", "bucket best ms", "vs library"]
+    print("\n| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    sys.stdout.flush()
 
 
 def main():
@@ -108,6 +146,7 @@ def main():
     print("|" + "---|" * len(head))
     for r in rows:
         print("| " + " | ".join(r) + " |")
+    case_table(dump)
     if "attention" in args.problems:
         dump["attention/torch_backends"] = yard.attention_backends()
     with open(args.out, "w") as f:
