@@ -30,6 +30,12 @@
 // (only the order of the fp32 additions changes). Ring rows are padded to
 // 2·KC + 64 bytes, which makes the 16-byte shared loads conflict-free.
 //
+// Options: ROT 1 rotates each CTA's K walk (CTA b starts at chunk
+// b % chunks), so the CTAs, which run in near lockstep, do not all read the
+// same chunk of X at once; XP 1 loads the next chunk's X slice into a second
+// register set while the current chunk's tiles pass by; PAR 1 has 16 lanes of
+// the producer warp issue a stage's 16 row copies instead of one thread.
+//
 // Rows past N are neither copied nor stored (A row i only reaches output row
 // i); tokens past M are zero in registers and not stored. M > 16 runs
 // ceil_div(M, 16) token groups, each streaming W again (correct, not fast).
@@ -45,11 +51,30 @@
 #ifndef CW
 #define CW 8
 #endif
-#ifndef TPC
-#define TPC 7
+#ifndef MODE
+#define MODE 0  // 0: stages of 16 rows x KC (row copies); 1: stages of 8 whole rows (one contiguous copy)
 #endif
+#ifndef RPC
+#define RPC 112  // W rows per CTA
+#endif
+#ifndef XK
+#define XK 512  // MODE 1: K columns per consumer warp (K == CW * XK)
+#endif
+#ifndef XR
+#define XR 1  // MODE 1: CTA b walks its X slice from k step b % (XK / 32) (spreads the first X reads)
+#endif
+#define TPC (RPC / 16)
 #ifndef EF
 #define EF 1  // 1: W copies carry an L2 evict-first policy; 0: no hint
+#endif
+#ifndef ROT
+#define ROT 1  // 1: CTA b starts its K walk at chunk b % chunks (spreads the X reads)
+#endif
+#ifndef XP
+#define XP 1  // 1: the next chunk's X slice is loaded while the current one is used
+#endif
+#ifndef PAR
+#define PAR 1  // 1: 16 producer lanes issue a stage's row copies; 0: one thread
 #endif
 
 namespace {
@@ -94,6 +119,7 @@ __device__ __forceinline__ void Mma(float (&c)[4], unsigned a0, unsigned a1, uns
 
 }  // namespace
 
+#if MODE == 0
 extern "C" __global__ void __launch_bounds__(32 * CW + 32, 1)
 linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ W,
               __nv_bfloat16* __restrict__ Y, int M, int N, int K) {
@@ -121,42 +147,46 @@ linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restri
   __syncthreads();
 
   if (warp == CW) {
-    // Producer: one thread walks the CTA's stream.
-    if (lane == 0) {
-      unsigned long long policy;
-      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-      int slot = 0;
-      unsigned round = 0;
-      for (int s = 0; s < total; ++s) {
-        const int c = s / TPC, t = s - c * TPC;
-        if (round > 0) WaitParity(SmemAddr(empty + slot), (round - 1) & 1);
-        const int row0 = n0 + 16 * t;
-        int rows = N - row0;
-        rows = rows < 0 ? 0 : (rows > 16 ? 16 : rows);
-        const unsigned bar = SmemAddr(full + slot);
+    // Producer warp: walks the CTA's stream; lane r issues row r's copy (PAR),
+    // or lane 0 issues all 16.
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    int slot = 0;
+    unsigned round = 0;
+    for (int s = 0; s < total; ++s) {
+      const int q = s / TPC, t = s - q * TPC;
+      const int c = ROT ? (q + blockIdx.x) % chunks : q;
+      if (round > 0) WaitParity(SmemAddr(empty + slot), (round - 1) & 1);
+      const int row0 = n0 + 16 * t;
+      int rows = N - row0;
+      rows = rows < 0 ? 0 : (rows > 16 ? 16 : rows);
+      const unsigned bar = SmemAddr(full + slot);
+      if (lane == 0) {
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(rows * 2 * KC)
                      : "memory");
-        const unsigned dst = SmemAddr(ring + slot * kStageBytes);
-        const __nv_bfloat16* src = W + static_cast<long long>(row0) * K + static_cast<long long>(c) * KC;
-        for (int r = 0; r < rows; ++r) {
-          if (EF) {
-            asm volatile(
-                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, "
-                "[%3], %4;" ::"r"(dst + r * kRowBytes),
-                "l"(src + static_cast<long long>(r) * K), "r"(2 * KC), "r"(bar), "l"(policy)
-                : "memory");
-          } else {
-            asm volatile(
-                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                    dst + r * kRowBytes),
-                "l"(src + static_cast<long long>(r) * K), "r"(2 * KC), "r"(bar)
-                : "memory");
-          }
+      }
+      __syncwarp();
+      const unsigned dst = SmemAddr(ring + slot * kStageBytes);
+      const __nv_bfloat16* src = W + static_cast<long long>(row0) * K + static_cast<long long>(c) * KC;
+      for (int r = PAR ? lane : 0; r < rows; r += PAR ? 32 : 1) {
+        if (!PAR && lane != 0) break;
+        if (EF) {
+          asm volatile(
+              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, "
+              "[%3], %4;" ::"r"(dst + r * kRowBytes),
+              "l"(src + static_cast<long long>(r) * K), "r"(2 * KC), "r"(bar), "l"(policy)
+              : "memory");
+        } else {
+          asm volatile(
+              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                  dst + r * kRowBytes),
+              "l"(src + static_cast<long long>(r) * K), "r"(2 * KC), "r"(bar)
+              : "memory");
         }
-        if (++slot == stages) {
-          slot = 0;
-          ++round;
-        }
+      }
+      if (++slot == stages) {
+        slot = 0;
+        ++round;
       }
     }
     return;
@@ -181,14 +211,20 @@ linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restri
   const unsigned ring_addr = SmemAddr(ring);
   int slot = 0;
   unsigned round = 0;
-  for (int c = 0; c < chunks; ++c) {
-    uint4 xl[kSteps], xh[kSteps];
+  uint4 xl[kSteps], xh[kSteps];
+  auto load_x = [&](uint4 (&l)[kSteps], uint4 (&h)[kSteps], int q) {
+    const int c = ROT ? (q + blockIdx.x) % chunks : q;
 #pragma unroll
     for (int i = 0; i < kSteps; ++i) {
       const long long k = static_cast<long long>(c) * KC + 32 * i;
-      xl[i] = lo ? __ldg(reinterpret_cast<const uint4*>(x_lo + k)) : zero;
-      xh[i] = hi ? __ldg(reinterpret_cast<const uint4*>(x_hi + k)) : zero;
+      l[i] = lo ? __ldg(reinterpret_cast<const uint4*>(x_lo + k)) : zero;
+      h[i] = hi ? __ldg(reinterpret_cast<const uint4*>(x_hi + k)) : zero;
     }
+  };
+  load_x(xl, xh, 0);
+  for (int q = 0; q < chunks; ++q) {
+    uint4 nl[kSteps], nh[kSteps];
+    if (XP && q + 1 < chunks) load_x(nl, nh, q + 1);
 #pragma unroll
     for (int t = 0; t < TPC; ++t) {
       WaitParity(SmemAddr(full + slot), round & 1);
@@ -209,6 +245,17 @@ linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restri
       if (++slot == stages) {
         slot = 0;
         ++round;
+      }
+    }
+    if (q + 1 < chunks) {
+      if (XP) {
+#pragma unroll
+        for (int i = 0; i < kSteps; ++i) {
+          xl[i] = nl[i];
+          xh[i] = nh[i];
+        }
+      } else {
+        load_x(xl, xh, q + 1);
       }
     }
   }
@@ -241,3 +288,134 @@ linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restri
     Y[static_cast<long long>(m0 + m) * N + n] = __float2bfloat16_rn(sum);
   }
 }
+#else  // MODE == 1
+
+// MODE 1: stage = 8 consecutive whole rows of W (8·K·2 bytes, contiguous:
+// one bulk copy); the tokens are the A operand (m16, rows past M zero) and
+// the 8 W rows the B operand (n8). Consumer warp w owns columns
+// w·XK .. (w+1)·XK of every row, so its X slice (16 tokens × XK) is loaded
+// into registers once; each stage is complete in K, so after it the CW
+// partial sums of its 16 × 8 outputs are added in shared memory in warp
+// order (double-buffered, one named barrier per stage) and stored.
+extern "C" __global__ void __launch_bounds__(32 * CW + 32, 1)
+linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ W,
+              __nv_bfloat16* __restrict__ Y, int M, int N, int K) {
+  constexpr int kSteps1 = XK / 32;
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(smem);
+  unsigned long long* empty = full + 16;
+  float* red = reinterpret_cast<float*>(smem + kBarBytes);  // [2][CW][4][32]
+  unsigned char* ring = smem + kBarBytes + 2 * CW * 4 * 32 * 4;
+  const int stage_bytes = 16 * K;  // 8 rows of K bf16
+  unsigned dyn;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+  int stages = static_cast<int>((dyn - kBarBytes - 2 * CW * 4 * 32 * 4) / stage_bytes);
+  stages = stages > 16 ? 16 : stages;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n0 = blockIdx.x * RPC, m0 = blockIdx.y * 16;
+  constexpr int total = RPC / 8;
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddr(full + i)));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddr(empty + i)), "r"(CW));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == CW) {
+    if (lane == 0) {
+      unsigned long long policy;
+      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+      int slot = 0;
+      unsigned round = 0;
+      for (int s = 0; s < total; ++s) {
+        if (round > 0) WaitParity(SmemAddr(empty + slot), (round - 1) & 1);
+        const int row0 = n0 + 8 * s;
+        int rows = N - row0;
+        rows = rows < 0 ? 0 : (rows > 8 ? 8 : rows);
+        const unsigned bar = SmemAddr(full + slot);
+        const unsigned bytes = static_cast<unsigned>(rows) * 2u * static_cast<unsigned>(K);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+        if (bytes > 0) {
+          const __nv_bfloat16* src = W + static_cast<long long>(row0) * K;
+          if (EF) {
+            asm volatile(
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, "
+                "[%3], %4;" ::"r"(SmemAddr(ring + slot * stage_bytes)),
+                "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+                : "memory");
+          } else {
+            asm volatile(
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                    SmemAddr(ring + slot * stage_bytes)),
+                "l"(src), "r"(bytes), "r"(bar)
+                : "memory");
+          }
+        }
+        if (++slot == stages) {
+          slot = 0;
+          ++round;
+        }
+      }
+    }
+    return;
+  }
+
+  const int g = lane >> 2, t4 = lane & 3;
+  const int mrows = M - m0;
+  const bool lo = g < mrows, hi = g + 8 < mrows;
+  const __nv_bfloat16* x_lo = X + static_cast<long long>(m0 + (lo ? g : 0)) * K + warp * XK + 8 * t4;
+  const __nv_bfloat16* x_hi = X + static_cast<long long>(m0 + (hi ? g + 8 : 0)) * K + warp * XK + 8 * t4;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  // Register i holds k step (i + rot) % kSteps1 of the slice.
+  const int rot = XR ? static_cast<int>(blockIdx.x % kSteps1) : 0;
+  uint4 xl[kSteps1], xh[kSteps1];
+#pragma unroll
+  for (int i = 0; i < kSteps1; ++i) {
+    const int step = (i + rot) % kSteps1;
+    xl[i] = lo ? __ldg(reinterpret_cast<const uint4*>(x_lo + 32 * step)) : zero;
+    xh[i] = hi ? __ldg(reinterpret_cast<const uint4*>(x_hi + 32 * step)) : zero;
+  }
+  // This thread's 16 bytes of W row g in a stage.
+  const unsigned b_off = g * (2 * K) + 2 * (warp * XK) + 16 * t4;
+  const unsigned ring_addr = SmemAddr(ring);
+  int slot = 0;
+  unsigned round = 0;
+  for (int s = 0; s < total; ++s) {
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    WaitParity(SmemAddr(full + slot), round & 1);
+    const unsigned base = ring_addr + slot * stage_bytes + b_off;
+#pragma unroll
+    for (int i = 0; i < kSteps1; ++i) {
+      const uint4 wv = LoadShared(base + 64 * ((i + rot) % kSteps1));
+      Mma(acc, xl[i].x, xh[i].x, xl[i].y, xh[i].y, wv.x, wv.y);
+      Mma(acc, xl[i].z, xh[i].z, xl[i].w, xh[i].w, wv.z, wv.w);
+    }
+    __syncwarp();
+    if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddr(empty + slot)) : "memory");
+    if (++slot == stages) {
+      slot = 0;
+      ++round;
+    }
+    float* rb = red + (s & 1) * (CW * 4 * 32);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) rb[(warp * 4 + r) * 32 + lane] = acc[r];
+    asm volatile("bar.sync 1, %0;" ::"n"(32 * CW) : "memory");
+    // Output (token m, stage row n): lane (m % 8) * 4 + n / 2, register (m / 8) * 2 + n % 2.
+    if (threadIdx.x < 128) {
+      const int m = threadIdx.x >> 3, n = threadIdx.x & 7;
+      const int row = n0 + 8 * s + n;
+      if (m < mrows && row < N) {
+        const int l = (m & 7) * 4 + (n >> 1), r = (m >> 3) * 2 + (n & 1);
+        float sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < CW; ++w) sum += rb[(w * 4 + r) * 32 + l];
+        Y[static_cast<long long>(m0 + m) * N + row] = __float2bfloat16_rn(sum);
+      }
+    }
+  }
+}
+#endif
