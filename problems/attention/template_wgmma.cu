@@ -1,0 +1,331 @@
+// attention, Hopper template: causal softmax(q k^T / sqrt(D)) v with the
+// bottom-right mask, bf16 in and out, fp32 scores, fp32 online softmax and
+// fp32 accumulators, on warpgroup MMA (wgmma, sm_90a only). D = 128.
+//
+// q, o: [B, Sq, H, D]; k, v: [B, Skv, H, D], contiguous row-major: position i
+// of head h of batch b is at ((b*S + i)*H + h)*D. Query i sees key j when
+// j <= i + (Skv - Sq) and j < Skv.
+//
+// One CTA of WG warpgroups per (64*WG-query tile, head, batch), heaviest tiles
+// first. Warpgroup w owns rows 64w .. 64w + 63 of the tile:
+//   S = Q K^T   wgmma m64nBNk16, A = Q and B = K both from shared memory
+//               (K-major: the D values of a row are contiguous), 8 k-steps;
+//   online softmax on the fp32 accumulators in registers (exp2 with the
+//               scale and log2(e) folded into one factor);
+//   O += P V    wgmma m64nPVNk16 with A = P from registers and B = V from
+//               shared memory, MN-major (the D values of a key are
+//               contiguous), read through the descriptor's transpose bit.
+// P keeps fp32 precision: each probability is split into a bf16 part and a
+// bf16 remainder (hi = rn(p), lo = rn(p - hi), about 16 bits) and both go
+// through the tensor cores, two wgmma's per 16 keys (1.5x FlashAttention's
+// MMA work); rounding P to bf16 once fails the problem's strict check.
+//
+// Shared memory (1024-byte aligned): Q (64*WG rows), then STAGES pairs of
+// K and V tiles (BN rows each). Every tile is stored as two 64-column halves,
+// each a stack of 128-byte rows in the 128-byte swizzled layout the
+// descriptors name (16-byte chunk c of row r at chunk c ^ (r % 8)). All
+// threads copy with cp.async, rows past Sq or Skv zero-filled; STAGES - 1
+// key tiles are in flight while one is computed. Key tiles past the last key
+// a tile's bottom row sees are never loaded; a warpgroup skips the tiles
+// none of its rows sees and masks only the tiles that cross its diagonal or
+// the end of the keys.
+//
+// The rescale factor follows docs/notes/attention-templates.md (flash v3):
+// base = rn(m * scale), p = 2^(fma(s, scale, -base)), alpha = 2^(base_old -
+// base_new), exactly 1 while a row's max stays.
+//
+// Entry: attn_wgmma(q, k, v, o, B, H, Sq, Skv), grid (ceil_div(Sq, 64 * WG),
+// H, B), block 128 * WG, dynamic shared memory
+// 1024 + 256 * (64 * WG + 2 * STAGES * BN) bytes.
+#include <cuda_bf16.h>
+
+#ifndef BN
+#define BN 128
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#ifndef WG
+#define WG 2
+#endif
+#ifndef PVN
+#define PVN 128
+#endif
+
+#define HD 128
+#define BM (64 * WG)
+#define THREADS (128 * WG)
+#define HALF_Q (BM * 128)          // bytes of one 64-column half of the Q tile
+#define HALF_KV (BN * 128)         // bytes of one 64-column half of a K or V tile
+#define STAGE_BYTES (4 * HALF_KV)  // K and V of one stage
+
+#if (BN != 64 && BN != 128) || (PVN != 64 && PVN != 128) || STAGES < 2 || WG < 1 || WG > 3
+#error "attn_wgmma: BN and PVN are 64 or 128, STAGES >= 2, WG 1..3"
+#endif
+
+namespace {
+
+__device__ __forceinline__ void WgmmaSS64(float (&d)[32], unsigned long long a, unsigned long long b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(accumulate)
+      : "memory");
+}
+
+__device__ __forceinline__ void WgmmaSS128(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(accumulate)
+      : "memory");
+}
+
+__device__ __forceinline__ void WgmmaRS64(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
+      : "memory");
+}
+
+__device__ __forceinline__ void WgmmaRS128(float (&d)[64], const unsigned (&a)[4], unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
+      : "memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle. K-major (Q, K): rows of
+// 128 bytes, 8-row groups 1024 bytes apart (stride byte offset); the leading
+// byte offset is unused there. MN-major (V): the leading byte offset is the
+// distance between 64-element column blocks along N, the stride byte offset
+// again the distance between 8-row groups along K. (With PVN = 64 one
+// wgmma reads a single 64-column block and both offsets are set to 1024.)
+__device__ __forceinline__ unsigned long long Desc(unsigned address, unsigned lbo) {
+  return (unsigned long long)((address & 0x3FFFF) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) |
+         ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void CopyAsync(unsigned dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void WaitCopies() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Keeps the compiler from touching accumulators across a wgmma wait.
+template <int N>
+__device__ __forceinline__ void Pin(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Rows [r0, r0 + ROWS) of a [positions][H][HD] tensor (rows `pos` elements
+// apart) into a tile of two swizzled 64-column halves (`half` bytes apart);
+// rows at or past `limit` are zeros.
+template <int ROWS>
+__device__ __forceinline__ void LoadTile(unsigned dst, const __nv_bfloat16* base, long long pos, int r0, int limit,
+                                         unsigned half) {
+#pragma unroll
+  for (int c = threadIdx.x; c < ROWS * 16; c += THREADS) {
+    const int r = c >> 4, ch = c & 15, row = r0 + r;
+    const bool ok = row < limit;
+    CopyAsync(dst + (ch >> 3) * half + r * 128 + (((ch & 7) ^ (r & 7)) << 4), base + (ok ? row : 0) * pos + ch * 8,
+              ok);
+  }
+}
+
+__device__ __forceinline__ unsigned PackBf16(float lo_col, float hi_col, float& rem0, float& rem1) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo_col, hi_col);  // .x (low half) = the lower column
+  rem0 = lo_col - __low2float(h);
+  rem1 = hi_col - __high2float(h);
+  return *reinterpret_cast<unsigned*>(&h);
+}
+__device__ __forceinline__ unsigned PackBf16(float lo_col, float hi_col) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo_col, hi_col);
+  return *reinterpret_cast<unsigned*>(&h);
+}
+
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+#define WGMMA_S CAT(WgmmaSS, BN)
+#define WGMMA_PV CAT(WgmmaRS, PVN)
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+attn_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+           const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ o, int B, int H, int Sq, int Skv) {
+  extern __shared__ unsigned char shared_raw[];
+  const unsigned sQ = ((unsigned)__cvta_generic_to_shared(shared_raw) + 1023u) & ~1023u;
+  const unsigned sKV = sQ + 2 * HALF_Q;
+  const float NEG_INF = -__int_as_float(0x7f800000);
+
+  const int wg = threadIdx.x >> 7, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int qtile = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int q0 = qtile * BM, off = Skv - Sq;
+  const int wrow0 = q0 + wg * 64;             // this warpgroup's first query row
+  const int row_a = wrow0 + warp * 16 + g;    // this thread's rows: row_a and row_a + 8
+  const long long pos = (long long)H * HD;
+  const __nv_bfloat16* qb = q + ((long long)b * Sq * H + h) * HD;
+  const __nv_bfloat16* kb = k + ((long long)b * Skv * H + h) * HD;
+  const __nv_bfloat16* vb = v + ((long long)b * Skv * H + h) * HD;
+  const float sl2 = rsqrtf((float)HD) * 1.4426950408889634f;  // softmax scale times log2(e)
+
+  const int kend = min(Skv, q0 + BM + off);  // keys [0, kend) are visible to some row of the tile
+  const int ntiles = (kend + BN - 1) / BN;
+  const int wg_last = wrow0 + 63 + off;       // the last key any row of this warpgroup sees
+
+  LoadTile<BM>(sQ, qb, pos, q0, Sq, HALF_Q);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < ntiles) {
+      LoadTile<BN>(sKV + s * STAGE_BYTES, kb, pos, s * BN, Skv, HALF_KV);
+      LoadTile<BN>(sKV + s * STAGE_BYTES + 2 * HALF_KV, vb, pos, s * BN, Skv, HALF_KV);
+    }
+    CommitCopies();
+  }
+
+  float oacc[HD / PVN][PVN / 2];
+#pragma unroll
+  for (int c = 0; c < HD / PVN; ++c)
+#pragma unroll
+    for (int i = 0; i < PVN / 2; ++i) oacc[c][i] = 0.0f;
+  float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+  const unsigned aQ = sQ + wg * 64 * 128;
+
+  for (int t = 0; t < ntiles; ++t) {
+    WaitCopies<STAGES - 2>();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();  // tile t has landed, and every warpgroup is done with tile t - 1
+    {
+      const int nt = t + STAGES - 1;
+      if (nt < ntiles) {
+        const unsigned st = sKV + (nt % STAGES) * STAGE_BYTES;
+        LoadTile<BN>(st, kb, pos, nt * BN, Skv, HALF_KV);
+        LoadTile<BN>(st + 2 * HALF_KV, vb, pos, nt * BN, Skv, HALF_KV);
+      }
+      CommitCopies();
+    }
+    const int k0 = t * BN;
+    if (k0 > wg_last) continue;  // no row of this warpgroup sees these keys
+    const unsigned cK = sKV + (t % STAGES) * STAGE_BYTES, cV = cK + 2 * HALF_KV;
+
+    float sacc[BN / 2];
+    WgmmaFence();
+#pragma unroll
+    for (int ks = 0; ks < HD / 16; ++ks)
+      WGMMA_S(sacc, Desc(aQ + (ks >> 2) * HALF_Q + (ks & 3) * 32, 16),
+              Desc(cK + (ks >> 2) * HALF_KV + (ks & 3) * 32, 16), ks > 0);
+    WgmmaCommit();
+    WgmmaWait<0>();
+    Pin(sacc);
+
+    // Accumulator layout (m64nN): warp w of the warpgroup holds rows 16w ..
+    // 16w + 15; in 8-column block j, lane (g, t4) holds (g, 8j + 2t4 + e) in
+    // d[4j + e] and (g + 8, 8j + 2t4 + e) in d[4j + 2 + e], e = 0, 1.
+    if (k0 + BN > Skv || k0 + BN - 1 > wrow0 + off) {
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = row_a + ((e >> 1) << 3), jj = k0 + 8 * j + 2 * t4 + (e & 1);
+          if (!(jj < Skv && jj <= i + off)) sacc[4 * j + e] = NEG_INF;
+        }
+    }
+
+    float alpha[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float mx = NEG_INF;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * hf], sacc[4 * j + 2 * hf + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[hf], mx);
+      const float m_use = m_new == NEG_INF ? 0.0f : m_new;  // a row that sees no key yet
+      const float base = __fmul_rn(m_use, sl2);               // rounded once, never contracted
+      alpha[hf] = exp2f(__fmul_rn(m[hf], sl2) - base);        // m = -inf: 0
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
+          const float p = exp2f(fmaf(sacc[4 * j + e], sl2, -base));  // -inf: 0
+          sacc[4 * j + e] = p;
+          sum += p;
+        }
+      l[hf] = l[hf] * alpha[hf] + sum;
+      m[hf] = m_new;
+    }
+#pragma unroll
+    for (int c = 0; c < HD / PVN; ++c)
+#pragma unroll
+      for (int j = 0; j < PVN / 8; ++j) {
+        oacc[c][4 * j] *= alpha[0];
+        oacc[c][4 * j + 1] *= alpha[0];
+        oacc[c][4 * j + 2] *= alpha[1];
+        oacc[c][4 * j + 3] *= alpha[1];
+      }
+
+    // P as the A operand: for keys 16kk .. 16kk + 15, the m16n8k16-style
+    // fragment {(g, 2t4), (g + 8, 2t4), (g, 2t4 + 8), (g + 8, 2t4 + 8)} is
+    // accumulator blocks 2kk and 2kk + 1.
+    unsigned phi[BN / 16][4], plo[BN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int d0 = 8 * kk + 2 * r;  // = 4 * (2kk + (r >> 1)) + 2 * (r & 1)
+        float r0, r1;
+        phi[kk][r] = PackBf16(sacc[d0], sacc[d0 + 1], r0, r1);
+        plo[kk][r] = PackBf16(r0, r1);
+      }
+    WgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+      for (int c = 0; c < HD / PVN; ++c) {
+        const unsigned long long dv = Desc(cV + kk * 16 * 128 + c * HALF_KV, PVN == 128 ? HALF_KV : 1024);
+        WGMMA_PV(oacc[c], phi[kk], dv);
+        WGMMA_PV(oacc[c], plo[kk], dv);
+      }
+    WgmmaCommit();
+    WgmmaWait<0>();
+#pragma unroll
+    for (int c = 0; c < HD / PVN; ++c) Pin(oacc[c]);
+  }
+  WaitCopies<0>();
+
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float lsum = l[hf];
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+    const int i = row_a + 8 * hf;
+    if (i >= Sq) continue;
+    const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+    __nv_bfloat16* dst = o + ((long long)b * Sq + i) * pos + (long long)h * HD;
+#pragma unroll
+    for (int c = 0; c < HD / PVN; ++c)
+#pragma unroll
+      for (int j = 0; j < PVN / 8; ++j)
+        *reinterpret_cast<__nv_bfloat162*>(dst + c * PVN + 8 * j + 2 * t4) =
+            __floats2bfloat162_rn(oacc[c][4 * j + 2 * hf] * inv, oacc[c][4 * j + 2 * hf + 1] * inv);
+  }
+}
