@@ -58,9 +58,12 @@
 #define HALF_Q (BM * 128)          // bytes of one 64-column half of the Q tile
 #define HALF_KV (BN * 128)         // bytes of one 64-column half of a K or V tile
 #define STAGE_BYTES (4 * HALF_KV)  // K and V of one stage
+// Key tiles loaded ahead of the one computed: the previous tile's V is still
+// read while tile t is computed, so two buffers are busy.
+#define LEAD (STAGES - 2)
 
-#if (BN != 64 && BN != 128) || (PVN != 64 && PVN != 128) || STAGES < 2 || WG < 1 || WG > 3
-#error "attn_wgmma: BN and PVN are 64 or 128, STAGES >= 2, WG 1..3"
+#if (BN != 64 && BN != 128) || (PVN != 64 && PVN != 128) || LEAD < 1 || WG < 1 || WG > 3
+#error "attn_wgmma: BN and PVN are 64 or 128, STAGES >= 3, WG 1..3"
 #endif
 
 namespace {
@@ -164,6 +167,117 @@ __device__ __forceinline__ unsigned PackBf16(float lo_col, float hi_col) {
 #define WGMMA_S CAT(WgmmaSS, BN)
 #define WGMMA_PV CAT(WgmmaRS, PVN)
 
+// The top of key tile t's step, for all threads of the CTA: wait for tile t,
+// make it visible to the tensor cores, and start the load of tile t + LEAD
+// into the buffer that tile t - 2 used (its V was last read by the P V of
+// step t - 1, finished before this barrier).
+__device__ __forceinline__ void Top(int t, int ntiles, unsigned sKV, const __nv_bfloat16* kb,
+                                    const __nv_bfloat16* vb, long long pos, int Skv) {
+  WaitCopies<LEAD - 1>();
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  const int nt = t + LEAD;
+  if (nt < ntiles) {
+    const unsigned st = sKV + (nt % STAGES) * STAGE_BYTES;
+    LoadTile<BN>(st, kb, pos, nt * BN, Skv, HALF_KV);
+    LoadTile<BN>(st + 2 * HALF_KV, vb, pos, nt * BN, Skv, HALF_KV);
+  }
+  CommitCopies();
+}
+
+// S = Q K^T for this warpgroup's 64 rows and one key tile (8 k-steps).
+__device__ __forceinline__ void MmaS(float (&sacc)[BN / 2], unsigned aQ, unsigned cK) {
+#pragma unroll
+  for (int ks = 0; ks < HD / 16; ++ks)
+    WGMMA_S(sacc, Desc(aQ + (ks >> 2) * HALF_Q + (ks & 3) * 32, 16), Desc(cK + (ks >> 2) * HALF_KV + (ks & 3) * 32, 16),
+            ks > 0);
+}
+
+// Masks tile k0's scores where needed, updates the running max m and sum l,
+// turns the scores into p and returns the rescale factor of O per row half.
+// Accumulator layout (m64nN): warp w of the warpgroup holds rows 16w ..
+// 16w + 15; in 8-column block j, lane (g, t4) holds (g, 8j + 2t4 + e) in
+// d[4j + e] and (g + 8, 8j + 2t4 + e) in d[4j + 2 + e], e = 0, 1.
+__device__ __forceinline__ void Softmax(float (&sacc)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2], int k0,
+                                        int row_a, int wrow0, int off, int Skv, float sl2) {
+  const float NEG_INF = -__int_as_float(0x7f800000);
+  const int t4 = threadIdx.x & 3;
+  if (k0 + BN > Skv || k0 + BN - 1 > wrow0 + off) {  // the tile crosses the diagonal or the end of the keys
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = row_a + ((e >> 1) << 3), jj = k0 + 8 * j + 2 * t4 + (e & 1);
+        if (!(jj < Skv && jj <= i + off)) sacc[4 * j + e] = NEG_INF;
+      }
+  }
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float mx = NEG_INF;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * hf], sacc[4 * j + 2 * hf + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m[hf], mx);
+    const float m_use = m_new == NEG_INF ? 0.0f : m_new;  // a row that sees no key yet
+    const float base = __fmul_rn(m_use, sl2);               // rounded once, never contracted
+    alpha[hf] = exp2f(__fmul_rn(m[hf], sl2) - base);        // m = -inf: 0
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
+        const float p = exp2f(fmaf(sacc[4 * j + e], sl2, -base));  // -inf: 0
+        sacc[4 * j + e] = p;
+        sum += p;
+      }
+    l[hf] = l[hf] * alpha[hf] + sum;
+    m[hf] = m_new;
+  }
+}
+
+__device__ __forceinline__ void Rescale(float (&oacc)[HD / PVN][PVN / 2], const float (&alpha)[2]) {
+#pragma unroll
+  for (int c = 0; c < HD / PVN; ++c)
+#pragma unroll
+    for (int j = 0; j < PVN / 8; ++j) {
+      oacc[c][4 * j] *= alpha[0];
+      oacc[c][4 * j + 1] *= alpha[0];
+      oacc[c][4 * j + 2] *= alpha[1];
+      oacc[c][4 * j + 3] *= alpha[1];
+    }
+}
+
+// P as the A operand, split into hi + lo: for keys 16kk .. 16kk + 15 the
+// m16n8k16-style fragment {(g, 2t4), (g + 8, 2t4), (g, 2t4 + 8),
+// (g + 8, 2t4 + 8)}, i.e. accumulator blocks 2kk and 2kk + 1 of S.
+__device__ __forceinline__ void SplitP(const float (&sacc)[BN / 2], unsigned (&phi)[BN / 16][4],
+                                       unsigned (&plo)[BN / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int d0 = 8 * kk + 2 * r;  // = 4 * (2kk + (r >> 1)) + 2 * (r & 1)
+      float r0, r1;
+      phi[kk][r] = PackBf16(sacc[d0], sacc[d0 + 1], r0, r1);
+      plo[kk][r] = PackBf16(r0, r1);
+    }
+}
+
+// O += P V for one key tile: per 16 keys, the hi and the lo part of P
+// against the same V rows (MN-major, transposed by the tensor cores).
+__device__ __forceinline__ void PV(float (&oacc)[HD / PVN][PVN / 2], const unsigned (&phi)[BN / 16][4],
+                                   const unsigned (&plo)[BN / 16][4], unsigned cV) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+    for (int c = 0; c < HD / PVN; ++c) {
+      const unsigned long long dv = Desc(cV + kk * 16 * 128 + c * HALF_KV, PVN == 128 ? HALF_KV : 1024);
+      WGMMA_PV(oacc[c], phi[kk], dv);
+      WGMMA_PV(oacc[c], plo[kk], dv);
+    }
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -193,7 +307,7 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict_
 
   LoadTile<BM>(sQ, qb, pos, q0, Sq, HALF_Q);
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
+  for (int s = 0; s < LEAD; ++s) {
     if (s < ntiles) {
       LoadTile<BN>(sKV + s * STAGE_BYTES, kb, pos, s * BN, Skv, HALF_KV);
       LoadTile<BN>(sKV + s * STAGE_BYTES + 2 * HALF_KV, vb, pos, s * BN, Skv, HALF_KV);
@@ -208,108 +322,50 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict_
     for (int i = 0; i < PVN / 2; ++i) oacc[c][i] = 0.0f;
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
   const unsigned aQ = sQ + wg * 64 * 128;
+  // P of the last tile, as the A operand (see SplitP).
+  unsigned phi[BN / 16][4], plo[BN / 16][4];
+  float sacc[BN / 2], alpha[2];
+  // Key tiles [0, nvis) hold keys some row of this warpgroup sees (at least
+  // tile 0, since every row sees key 0); the CTA's other warpgroup may need
+  // more, so the loads and barriers run to ntiles. No wgmma sits in a branch
+  // (ptxas serializes wgmma's on divergent paths): tile 0 is peeled.
+  const int nvis = min(ntiles, wg_last / BN + 1);
 
-  for (int t = 0; t < ntiles; ++t) {
-    WaitCopies<STAGES - 2>();
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();  // tile t has landed, and every warpgroup is done with tile t - 1
-    {
-      const int nt = t + STAGES - 1;
-      if (nt < ntiles) {
-        const unsigned st = sKV + (nt % STAGES) * STAGE_BYTES;
-        LoadTile<BN>(st, kb, pos, nt * BN, Skv, HALF_KV);
-        LoadTile<BN>(st + 2 * HALF_KV, vb, pos, nt * BN, Skv, HALF_KV);
-      }
-      CommitCopies();
-    }
-    const int k0 = t * BN;
-    if (k0 > wg_last) continue;  // no row of this warpgroup sees these keys
-    const unsigned cK = sKV + (t % STAGES) * STAGE_BYTES, cV = cK + 2 * HALF_KV;
-
-    float sacc[BN / 2];
+  Top(0, ntiles, sKV, kb, vb, pos, Skv);
+  WgmmaFence();
+  MmaS(sacc, aQ, sKV);
+  WgmmaCommit();
+  WgmmaWait<0>();
+  Pin(sacc);
+  Softmax(sacc, m, l, alpha, 0, row_a, wrow0, off, Skv, sl2);
+  SplitP(sacc, phi, plo);  // O is still zero: no rescale
+  for (int t = 1; t < nvis; ++t) {
+    Top(t, ntiles, sKV, kb, vb, pos, Skv);
+    const unsigned cK = sKV + (t % STAGES) * STAGE_BYTES;
+    const unsigned pV = sKV + ((t - 1) % STAGES) * STAGE_BYTES + 2 * HALF_KV;
     WgmmaFence();
-#pragma unroll
-    for (int ks = 0; ks < HD / 16; ++ks)
-      WGMMA_S(sacc, Desc(aQ + (ks >> 2) * HALF_Q + (ks & 3) * 32, 16),
-              Desc(cK + (ks >> 2) * HALF_KV + (ks & 3) * 32, 16), ks > 0);
+    MmaS(sacc, aQ, cK);
     WgmmaCommit();
-    WgmmaWait<0>();
+    // The previous tile's O += P V runs on the tensor cores while this
+    // tile's softmax runs on the ALUs.
+    PV(oacc, phi, plo, pV);
+    WgmmaCommit();
+    WgmmaWait<1>();  // S is done
     Pin(sacc);
-
-    // Accumulator layout (m64nN): warp w of the warpgroup holds rows 16w ..
-    // 16w + 15; in 8-column block j, lane (g, t4) holds (g, 8j + 2t4 + e) in
-    // d[4j + e] and (g + 8, 8j + 2t4 + e) in d[4j + 2 + e], e = 0, 1.
-    if (k0 + BN > Skv || k0 + BN - 1 > wrow0 + off) {
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = row_a + ((e >> 1) << 3), jj = k0 + 8 * j + 2 * t4 + (e & 1);
-          if (!(jj < Skv && jj <= i + off)) sacc[4 * j + e] = NEG_INF;
-        }
-    }
-
-    float alpha[2];
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      float mx = NEG_INF;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * hf], sacc[4 * j + 2 * hf + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[hf], mx);
-      const float m_use = m_new == NEG_INF ? 0.0f : m_new;  // a row that sees no key yet
-      const float base = __fmul_rn(m_use, sl2);               // rounded once, never contracted
-      alpha[hf] = exp2f(__fmul_rn(m[hf], sl2) - base);        // m = -inf: 0
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
-          const float p = exp2f(fmaf(sacc[4 * j + e], sl2, -base));  // -inf: 0
-          sacc[4 * j + e] = p;
-          sum += p;
-        }
-      l[hf] = l[hf] * alpha[hf] + sum;
-      m[hf] = m_new;
-    }
-#pragma unroll
-    for (int c = 0; c < HD / PVN; ++c)
-#pragma unroll
-      for (int j = 0; j < PVN / 8; ++j) {
-        oacc[c][4 * j] *= alpha[0];
-        oacc[c][4 * j + 1] *= alpha[0];
-        oacc[c][4 * j + 2] *= alpha[1];
-        oacc[c][4 * j + 3] *= alpha[1];
-      }
-
-    // P as the A operand: for keys 16kk .. 16kk + 15, the m16n8k16-style
-    // fragment {(g, 2t4), (g + 8, 2t4), (g, 2t4 + 8), (g + 8, 2t4 + 8)} is
-    // accumulator blocks 2kk and 2kk + 1.
-    unsigned phi[BN / 16][4], plo[BN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int d0 = 8 * kk + 2 * r;  // = 4 * (2kk + (r >> 1)) + 2 * (r & 1)
-        float r0, r1;
-        phi[kk][r] = PackBf16(sacc[d0], sacc[d0 + 1], r0, r1);
-        plo[kk][r] = PackBf16(r0, r1);
-      }
-    WgmmaFence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-#pragma unroll
-      for (int c = 0; c < HD / PVN; ++c) {
-        const unsigned long long dv = Desc(cV + kk * 16 * 128 + c * HALF_KV, PVN == 128 ? HALF_KV : 1024);
-        WGMMA_PV(oacc[c], phi[kk], dv);
-        WGMMA_PV(oacc[c], plo[kk], dv);
-      }
-    WgmmaCommit();
-    WgmmaWait<0>();
+    Softmax(sacc, m, l, alpha, t * BN, row_a, wrow0, off, Skv, sl2);
+    WgmmaWait<0>();  // P V is done: its P registers and O are free again
 #pragma unroll
     for (int c = 0; c < HD / PVN; ++c) Pin(oacc[c]);
+    Rescale(oacc, alpha);
+    SplitP(sacc, phi, plo);
   }
+  WgmmaFence();
+  PV(oacc, phi, plo, sKV + ((nvis - 1) % STAGES) * STAGE_BYTES + 2 * HALF_KV);
+  WgmmaCommit();
+  WgmmaWait<0>();
+#pragma unroll
+  for (int c = 0; c < HD / PVN; ++c) Pin(oacc[c]);
+  for (int t = nvis; t < ntiles; ++t) Top(t, ntiles, sKV, kb, vb, pos, Skv);  // the other warpgroup's tiles
   WaitCopies<0>();
 
 #pragma unroll
