@@ -43,7 +43,7 @@
 #define BN 128
 #endif
 #ifndef STAGES
-#define STAGES 2
+#define STAGES 3
 #endif
 #ifndef WG
 #define WG 2
@@ -115,6 +115,14 @@ __device__ __forceinline__ unsigned long long Desc(unsigned address, unsigned lb
          ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
 }
 
+// 2^x on the special-function unit, subnormal results flushed to zero (a
+// probability under 2^-126 of the row max adds nothing to a sum >= 1).
+__device__ __forceinline__ float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ void CopyAsync(unsigned dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
@@ -167,22 +175,54 @@ __device__ __forceinline__ unsigned PackBf16(float lo_col, float hi_col) {
 #define WGMMA_S CAT(WgmmaSS, BN)
 #define WGMMA_PV CAT(WgmmaRS, PVN)
 
-// The top of key tile t's step, for all threads of the CTA: wait for tile t,
-// make it visible to the tensor cores, and start the load of tile t + LEAD
-// into the buffer that tile t - 2 used (its V was last read by the P V of
-// step t - 1, finished before this barrier).
-__device__ __forceinline__ void Top(int t, int ntiles, unsigned sKV, const __nv_bfloat16* kb,
-                                    const __nv_bfloat16* vb, long long pos, int Skv) {
-  WaitCopies<LEAD - 1>();
+// CUtensorMap's layout: 128 opaque bytes, 64-byte aligned (cuda.h is a host
+// header). The plan's maps view k and v as [B][Skv][H][D] (innermost first:
+// D, H, Skv, B) with a box of 64 x 1 x BN x 1 and 128-byte swizzle: one box
+// is one 64-column half of a key tile, rows past Skv zero-filled.
+struct __align__(64) TensorMap {
+  unsigned long long opaque[16];
+};
+
+__device__ __forceinline__ void TmaHalf(unsigned dst, const TensorMap& map, int d0, int h, int row, int b, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(
+          dst),
+      "l"(reinterpret_cast<unsigned long long>(&map)), "r"(d0), "r"(h), "r"(row), "r"(b), "r"(bar)
+      : "memory");
+}
+
+// Thread 0 starts the copy of key tile n (K and V, four boxes) into its
+// stage, completing on the stage's mbarrier.
+__device__ __forceinline__ void IssueTile(int n, unsigned sKV, unsigned bars, const TensorMap& kmap,
+                                          const TensorMap& vmap, int h, int b) {
+  const unsigned st = sKV + (n % STAGES) * STAGE_BYTES, bar = bars + (n % STAGES) * 8;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
-  const int nt = t + LEAD;
-  if (nt < ntiles) {
-    const unsigned st = sKV + (nt % STAGES) * STAGE_BYTES;
-    LoadTile<BN>(st, kb, pos, nt * BN, Skv, HALF_KV);
-    LoadTile<BN>(st + 2 * HALF_KV, vb, pos, nt * BN, Skv, HALF_KV);
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(STAGE_BYTES) : "memory");
+  TmaHalf(st, kmap, 0, h, n * BN, b, bar);
+  TmaHalf(st + HALF_KV, kmap, 64, h, n * BN, b, bar);
+  TmaHalf(st + 2 * HALF_KV, vmap, 0, h, n * BN, b, bar);
+  TmaHalf(st + 3 * HALF_KV, vmap, 64, h, n * BN, b, bar);
+}
+
+__device__ __forceinline__ void WaitBar(unsigned bar, unsigned parity) {
+  for (unsigned done = 0; !done;) {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
   }
-  CommitCopies();
+}
+
+// The top of key tile t's step, for all threads of the CTA: a barrier (every
+// warpgroup is done with the stage of tile t - 2, whose V the P V of step
+// t - 1 read last), thread 0 starts tile t + LEAD into that stage, and all
+// wait for tile t.
+__device__ __forceinline__ void Top(int t, int ntiles, unsigned sKV, unsigned bars, const TensorMap& kmap,
+                                    const TensorMap& vmap, int h, int b) {
+  __syncthreads();
+  if (threadIdx.x == 0 && t + LEAD < ntiles) IssueTile(t + LEAD, sKV, bars, kmap, vmap, h, b);
+  WaitBar(bars + (t % STAGES) * 8, (t / STAGES) & 1);
 }
 
 // S = Q K^T for this warpgroup's 64 rows and one key tile (8 k-steps).
@@ -221,13 +261,13 @@ __device__ __forceinline__ void Softmax(float (&sacc)[BN / 2], float (&m)[2], fl
     const float m_new = fmaxf(m[hf], mx);
     const float m_use = m_new == NEG_INF ? 0.0f : m_new;  // a row that sees no key yet
     const float base = __fmul_rn(m_use, sl2);               // rounded once, never contracted
-    alpha[hf] = exp2f(__fmul_rn(m[hf], sl2) - base);        // m = -inf: 0
+    alpha[hf] = Exp2(__fmul_rn(m[hf], sl2) - base);        // m = -inf: 0
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
       for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
-        const float p = exp2f(fmaf(sacc[4 * j + e], sl2, -base));  // -inf: 0
+        const float p = Exp2(fmaf(sacc[4 * j + e], sl2, -base));  // -inf: 0
         sacc[4 * j + e] = p;
         sum += p;
       }
@@ -281,8 +321,8 @@ __device__ __forceinline__ void PV(float (&oacc)[HD / PVN][PVN / 2], const unsig
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-attn_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
-           const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ o, int B, int H, int Sq, int Skv) {
+attn_wgmma(const __nv_bfloat16* __restrict__ q, const __grid_constant__ TensorMap kmap,
+           const __grid_constant__ TensorMap vmap, __nv_bfloat16* __restrict__ o, int B, int H, int Sq, int Skv) {
   extern __shared__ unsigned char shared_raw[];
   const unsigned sQ = ((unsigned)__cvta_generic_to_shared(shared_raw) + 1023u) & ~1023u;
   const unsigned sKV = sQ + 2 * HALF_Q;
@@ -297,23 +337,27 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict_
   const int row_a = wrow0 + warp * 16 + g;    // this thread's rows: row_a and row_a + 8
   const long long pos = (long long)H * HD;
   const __nv_bfloat16* qb = q + ((long long)b * Sq * H + h) * HD;
-  const __nv_bfloat16* kb = k + ((long long)b * Skv * H + h) * HD;
-  const __nv_bfloat16* vb = v + ((long long)b * Skv * H + h) * HD;
   const float sl2 = rsqrtf((float)HD) * 1.4426950408889634f;  // softmax scale times log2(e)
 
   const int kend = min(Skv, q0 + BM + off);  // keys [0, kend) are visible to some row of the tile
   const int ntiles = (kend + BN - 1) / BN;
   const int wg_last = wrow0 + 63 + off;       // the last key any row of this warpgroup sees
 
-  LoadTile<BM>(sQ, qb, pos, q0, Sq, HALF_Q);
+  __shared__ __align__(8) unsigned long long full_bar[STAGES];  // key tile landed, one per stage
+  const unsigned bars = (unsigned)__cvta_generic_to_shared(full_bar);
+  if (threadIdx.x == 0) {
 #pragma unroll
-  for (int s = 0; s < LEAD; ++s) {
-    if (s < ntiles) {
-      LoadTile<BN>(sKV + s * STAGE_BYTES, kb, pos, s * BN, Skv, HALF_KV);
-      LoadTile<BN>(sKV + s * STAGE_BYTES + 2 * HALF_KV, vb, pos, s * BN, Skv, HALF_KV);
-    }
-    CommitCopies();
+    for (int s = 0; s < STAGES; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8 * s));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int s = 0; s < LEAD && s < ntiles; ++s) IssueTile(s, sKV, bars, kmap, vmap, h, b);
+  LoadTile<BM>(sQ, qb, pos, q0, Sq, HALF_Q);
+  CommitCopies();
+  WaitCopies<0>();
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // Q, written by cp.async, is read by wgmma
+  // (the barrier at the top of tile 0's step publishes it to the whole CTA)
 
   float oacc[HD / PVN][PVN / 2];
 #pragma unroll
@@ -331,7 +375,7 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict_
   // (ptxas serializes wgmma's on divergent paths): tile 0 is peeled.
   const int nvis = min(ntiles, wg_last / BN + 1);
 
-  Top(0, ntiles, sKV, kb, vb, pos, Skv);
+  Top(0, ntiles, sKV, bars, kmap, vmap, h, b);
   WgmmaFence();
   MmaS(sacc, aQ, sKV);
   WgmmaCommit();
@@ -340,7 +384,7 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict_
   Softmax(sacc, m, l, alpha, 0, row_a, wrow0, off, Skv, sl2);
   SplitP(sacc, phi, plo);  // O is still zero: no rescale
   for (int t = 1; t < nvis; ++t) {
-    Top(t, ntiles, sKV, kb, vb, pos, Skv);
+    Top(t, ntiles, sKV, bars, kmap, vmap, h, b);
     const unsigned cK = sKV + (t % STAGES) * STAGE_BYTES;
     const unsigned pV = sKV + ((t - 1) % STAGES) * STAGE_BYTES + 2 * HALF_KV;
     WgmmaFence();
@@ -365,8 +409,7 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict_
   WgmmaWait<0>();
 #pragma unroll
   for (int c = 0; c < HD / PVN; ++c) Pin(oacc[c]);
-  for (int t = nvis; t < ntiles; ++t) Top(t, ntiles, sKV, kb, vb, pos, Skv);  // the other warpgroup's tiles
-  WaitCopies<0>();
+  for (int t = nvis; t < ntiles; ++t) Top(t, ntiles, sKV, bars, kmap, vmap, h, b);  // the other warpgroup's tiles
 
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
