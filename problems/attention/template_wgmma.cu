@@ -51,10 +51,17 @@
 #ifndef PVN
 #define PVN 128
 #endif
+#ifndef PW
+#define PW 0
+#endif
 
 #define HD 128
 #define BM (64 * WG)
-#define THREADS (128 * WG)
+#define THREADS (128 * WG)          // consumer threads
+#define NT_ALL (THREADS + 128 * PW)  // with PW, a producer warpgroup more
+// With PW the registers are rebalanced (setmaxnreg): the producer warpgroup
+// keeps 24, the consumers get the rest, in multiples of 8.
+#define CONSUMER_REGS (WG == 2 ? 240 : 160)
 #define HALF_Q (BM * 128)          // bytes of one 64-column half of the Q tile
 #define HALF_KV (BN * 128)         // bytes of one 64-column half of a K or V tile
 #define STAGE_BYTES (4 * HALF_KV)  // K and V of one stage
@@ -218,11 +225,25 @@ __device__ __forceinline__ void WaitBar(unsigned bar, unsigned parity) {
 // warpgroup is done with the stage of tile t - 2, whose V the P V of step
 // t - 1 read last), thread 0 starts tile t + LEAD into that stage, and all
 // wait for tile t.
+// With PW the producer warp has started every tile as soon as its stage was
+// released (Release), and the top only waits for tile t.
 __device__ __forceinline__ void Top(int t, int ntiles, unsigned sKV, unsigned bars, const TensorMap& kmap,
                                     const TensorMap& vmap, int h, int b) {
+#if !PW
   __syncthreads();
   if (threadIdx.x == 0 && t + LEAD < ntiles) IssueTile(t + LEAD, sKV, bars, kmap, vmap, h, b);
+#endif
   WaitBar(bars + (t % STAGES) * 8, (t / STAGES) & 1);
+}
+
+// With PW: this warp is done with key tile t's stage (its wgmma's that read
+// it have completed); the stage's empty barrier counts one arrival per
+// consumer warp. Without PW the barrier at the top of each step does this.
+__device__ __forceinline__ void Release(int t, unsigned empty_bars) {
+#if PW
+  if ((threadIdx.x & 31) == 0)
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(empty_bars + (t % STAGES) * 8) : "memory");
+#endif
 }
 
 // S = Q K^T for this warpgroup's 64 rows and one key tile (8 k-steps).
@@ -320,7 +341,7 @@ __device__ __forceinline__ void PV(float (&oacc)[HD / PVN][PVN / 2], const unsig
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+extern "C" __global__ void __launch_bounds__(NT_ALL, 1)
 attn_wgmma(const __nv_bfloat16* __restrict__ q, const __grid_constant__ TensorMap kmap,
            const __grid_constant__ TensorMap vmap, __nv_bfloat16* __restrict__ o, int B, int H, int Sq, int Skv) {
   extern __shared__ unsigned char shared_raw[];
@@ -343,21 +364,42 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __grid_constant__ TensorMa
   const int ntiles = (kend + BN - 1) / BN;
   const int wg_last = wrow0 + 63 + off;       // the last key any row of this warpgroup sees
 
-  __shared__ __align__(8) unsigned long long full_bar[STAGES];  // key tile landed, one per stage
+  // full: key tile landed (one arrival and the bytes); empty (PW only): every
+  // consumer warp is done with the stage.
+  __shared__ __align__(8) unsigned long long full_bar[STAGES], empty_bar[STAGES];
   const unsigned bars = (unsigned)__cvta_generic_to_shared(full_bar);
+  const unsigned empty_bars = (unsigned)__cvta_generic_to_shared(empty_bar);
   if (threadIdx.x == 0) {
 #pragma unroll
-    for (int s = 0; s < STAGES; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8 * s));
+    for (int s = 0; s < STAGES; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8 * s));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(empty_bars + 8 * s), "r"(4 * WG));
+    }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+#if PW
+  if (wg == WG) {  // the producer warpgroup: one thread streams every key tile
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
+    if (threadIdx.x == THREADS)
+      for (int n = 0; n < ntiles; ++n) {
+        if (n >= STAGES) WaitBar(empty_bars + (n % STAGES) * 8, ((n / STAGES) - 1) & 1);
+        IssueTile(n, sKV, bars, kmap, vmap, h, b);
+      }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS) : "memory");
+#else
   if (threadIdx.x == 0)
     for (int s = 0; s < LEAD && s < ntiles; ++s) IssueTile(s, sKV, bars, kmap, vmap, h, b);
+#endif
   LoadTile<BM>(sQ, qb, pos, q0, Sq, HALF_Q);
   CommitCopies();
   WaitCopies<0>();
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // Q, written by cp.async, is read by wgmma
-  // (the barrier at the top of tile 0's step publishes it to the whole CTA)
+#if PW
+  asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");  // Q is in, for all consumer warps
+#endif
+  // (without PW the barrier at the top of tile 0's step publishes Q)
 
   float oacc[HD / PVN][PVN / 2];
 #pragma unroll
@@ -400,6 +442,7 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __grid_constant__ TensorMa
     WgmmaWait<0>();  // P V is done: its P registers and O are free again
 #pragma unroll
     for (int c = 0; c < HD / PVN; ++c) Pin(oacc[c]);
+    Release(t - 1, empty_bars);
     Rescale(oacc, alpha);
     SplitP(sacc, phi, plo);
   }
@@ -409,7 +452,11 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __grid_constant__ TensorMa
   WgmmaWait<0>();
 #pragma unroll
   for (int c = 0; c < HD / PVN; ++c) Pin(oacc[c]);
-  for (int t = nvis; t < ntiles; ++t) Top(t, ntiles, sKV, bars, kmap, vmap, h, b);  // the other warpgroup's tiles
+  Release(nvis - 1, empty_bars);
+  for (int t = nvis; t < ntiles; ++t) {  // the other warpgroup's tiles
+    Top(t, ntiles, sKV, bars, kmap, vmap, h, b);
+    Release(t, empty_bars);
+  }
 
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -427,4 +474,7 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __grid_constant__ TensorMa
         *reinterpret_cast<__nv_bfloat162*>(dst + c * PVN + 8 * j + 2 * t4) =
             __floats2bfloat162_rn(oacc[c][4 * j + 2 * hf] * inv, oacc[c][4 * j + 2 * hf + 1] * inv);
   }
+#if PW
+  }  // consumers
+#endif
 }
