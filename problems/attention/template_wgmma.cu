@@ -23,20 +23,31 @@
 // Shared memory (1024-byte aligned): Q (64*WG rows), then STAGES pairs of
 // K and V tiles (BN rows each). Every tile is stored as two 64-column halves,
 // each a stack of 128-byte rows in the 128-byte swizzled layout the
-// descriptors name (16-byte chunk c of row r at chunk c ^ (r % 8)). All
-// threads copy with cp.async, rows past Sq or Skv zero-filled; STAGES - 1
-// key tiles are in flight while one is computed. Key tiles past the last key
-// a tile's bottom row sees are never loaded; a warpgroup skips the tiles
+// descriptors name (16-byte chunk c of row r at chunk c ^ (r % 8)). Q comes
+// by cp.async (rows past Sq zero-filled); K and V by TMA, four boxes per
+// stage (the plan's tensor maps; rows past Skv zero-filled), completing on
+// the stage's "full" mbarrier. Step t issues S_t = Q K_t^T and then the
+// previous tile's O += P_{t-1} V_{t-1}, and runs tile t's softmax while that
+// P V is on the tensor cores (so the previous V stays resident: STAGES >= 3).
+// PW = 1: a producer warpgroup (setmaxnreg: 24 registers, the consumers 240
+// or 160) streams the tiles, each stage refilled once every consumer warp
+// has arrived on its "empty" mbarrier, so the consumer warpgroups drift
+// freely. PW = 0: no producer; a CTA barrier opens each step and thread 0
+// starts the tile STAGES - 2 ahead. Key tiles past the last key a tile's
+// bottom row sees are never loaded; a warpgroup skips the trailing tiles
 // none of its rows sees and masks only the tiles that cross its diagonal or
-// the end of the keys.
+// the end of the keys. No wgmma sits in a branch (ptxas would serialize
+// them): tile 0 is peeled.
 //
 // The rescale factor follows docs/notes/attention-templates.md (flash v3):
 // base = rn(m * scale), p = 2^(fma(s, scale, -base)), alpha = 2^(base_old -
 // base_new), exactly 1 while a row's max stays.
 //
-// Entry: attn_wgmma(q, k, v, o, B, H, Sq, Skv), grid (ceil_div(Sq, 64 * WG),
-// H, B), block 128 * WG, dynamic shared memory
-// 1024 + 256 * (64 * WG + 2 * STAGES * BN) bytes.
+// Entry: attn_wgmma(q, kmap, vmap, o, B, H, Sq, Skv), grid
+// (ceil_div(Sq, 64 * WG), H, B), block 128 * (WG + PW), dynamic shared memory
+// 1024 + 256 * (64 * WG + 2 * STAGES * BN) bytes; kmap and vmap are
+// {"tensor_map": "k" / "v", "box": [64, 1, "BN", 1], "swizzle": "128B"}.
+// Measured on an H200 (docs/notes/attention-templates.md, "wgmma").
 #include <cuda_bf16.h>
 
 #ifndef BN
@@ -52,7 +63,7 @@
 #define PVN 128
 #endif
 #ifndef PW
-#define PW 0
+#define PW 1
 #endif
 
 #define HD 128
