@@ -65,6 +65,9 @@
 #ifndef PW
 #define PW 1
 #endif
+#ifndef PP
+#define PP 0
+#endif
 
 #define HD 128
 #define BM (64 * WG)
@@ -82,6 +85,9 @@
 
 #if (BN != 64 && BN != 128) || (PVN != 64 && PVN != 128) || LEAD < 1 || WG < 1 || WG > 3
 #error "attn_wgmma: BN and PVN are 64 or 128, STAGES >= 3, WG 1..3"
+#endif
+#if PP && !(PW && WG == 2)
+#error "attn_wgmma: PP (ping-pong) needs PW = 1 and WG = 2"
 #endif
 
 namespace {
@@ -250,6 +256,20 @@ __device__ __forceinline__ void Top(int t, int ntiles, unsigned sKV, unsigned ba
 // With PW: this warp is done with key tile t's stage (its wgmma's that read
 // it have completed); the stage's empty barrier counts one arrival per
 // consumer warp. Without PW the barrier at the top of each step does this.
+// PP: the two consumer warpgroups take turns issuing their MMAs (named
+// barriers 2 and 3), so that one's softmax runs while the other's MMAs do.
+// Turn(wg) waits for the other warpgroup's pass; Pass(wg) hands the turn on.
+__device__ __forceinline__ void Turn(int wg) {
+#if PP
+  asm volatile("bar.sync %0, 256;" ::"r"(2 + wg) : "memory");
+#endif
+}
+__device__ __forceinline__ void Pass(int wg) {
+#if PP
+  asm volatile("bar.arrive %0, 256;" ::"r"(3 - wg) : "memory");
+#endif
+}
+
 __device__ __forceinline__ void Release(int t, unsigned empty_bars) {
 #if PW
   if ((threadIdx.x & 31) == 0)
@@ -427,11 +447,20 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __grid_constant__ TensorMa
   // more, so the loads and barriers run to ntiles. No wgmma sits in a branch
   // (ptxas serializes wgmma's on divergent paths): tile 0 is peeled.
   const int nvis = min(ntiles, wg_last / BN + 1);
+#if PP
+  // Each warpgroup issues MMAs nvis + 1 times (S_0, S_t with P_{t-1} V_{t-1},
+  // the last P V); the one with fewer turns takes empty ones at the end, and
+  // warpgroup 1 hands warpgroup 0 the first turn and skips its last pass.
+  const int nturns = max(min(ntiles, (q0 + 63 + off) / BN + 1), min(ntiles, (q0 + 127 + off) / BN + 1)) + 1;
+  if (wg == 1) Pass(1);
+#endif
 
   Top(0, ntiles, sKV, bars, kmap, vmap, h, b);
+  Turn(wg);
   WgmmaFence();
   MmaS(sacc, aQ, sKV);
   WgmmaCommit();
+  Pass(wg);
   WgmmaWait<0>();
   Pin(sacc);
   Softmax(sacc, m, l, alpha, 0, row_a, wrow0, off, Skv, sl2);
@@ -440,6 +469,7 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __grid_constant__ TensorMa
     Top(t, ntiles, sKV, bars, kmap, vmap, h, b);
     const unsigned cK = sKV + (t % STAGES) * STAGE_BYTES;
     const unsigned pV = sKV + ((t - 1) % STAGES) * STAGE_BYTES + 2 * HALF_KV;
+    Turn(wg);
     WgmmaFence();
     MmaS(sacc, aQ, cK);
     WgmmaCommit();
@@ -447,6 +477,7 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __grid_constant__ TensorMa
     // tile's softmax runs on the ALUs.
     PV(oacc, phi, plo, pV);
     WgmmaCommit();
+    Pass(wg);
     WgmmaWait<1>();  // S is done
     Pin(sacc);
     Softmax(sacc, m, l, alpha, t * BN, row_a, wrow0, off, Skv, sl2);
@@ -457,9 +488,17 @@ attn_wgmma(const __nv_bfloat16* __restrict__ q, const __grid_constant__ TensorMa
     Rescale(oacc, alpha);
     SplitP(sacc, phi, plo);
   }
+  Turn(wg);
   WgmmaFence();
   PV(oacc, phi, plo, sKV + ((nvis - 1) % STAGES) * STAGE_BYTES + 2 * HALF_KV);
   WgmmaCommit();
+#if PP
+  if (!(wg == 1 && nvis + 1 == nturns)) Pass(wg);
+  for (int i = nvis + 1; i < nturns; ++i) {
+    Turn(wg);
+    if (!(wg == 1 && i == nturns - 1)) Pass(wg);
+  }
+#endif
   WgmmaWait<0>();
 #pragma unroll
   for (int c = 0; c < HD / PVN; ++c) Pin(oacc[c]);
