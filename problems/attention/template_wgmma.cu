@@ -66,7 +66,7 @@
 #define PW 1
 #endif
 #ifndef PP
-#define PP 0
+#define PP 1
 #endif
 
 #define HD 128
