@@ -52,7 +52,8 @@ struct EvaluatorOptions {
   // Address-space limit (RLIMIT_AS) of the compile helper.
   int64_t compile_memory_limit_bytes = int64_t{4} << 30;
   // On-disk compile cache folder. Empty: $KSEARCH_CACHE_DIR, else
-  // $XDG_CACHE_HOME/ksearch, else ~/.cache/ksearch. "off" disables it.
+  // $XDG_CACHE_HOME/ksearch, else ~/.cache/ksearch. "off" (here or as
+  // $KSEARCH_CACHE_DIR) disables it.
   std::string compile_cache_dir;
   // Seed for input generation; 0 draws one from the clock. Inputs never repeat
   // across candidates either way (the candidate index enters the stream).

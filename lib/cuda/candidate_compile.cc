@@ -13,6 +13,7 @@ std::string CubinCacheFolder(const std::string& compile_cache_dir) {
   std::string root = compile_cache_dir;
   if (root.empty()) {
     if (const char* env = std::getenv("KSEARCH_CACHE_DIR"); env && *env) {
+      if (std::string_view(env) == "off") return "";
       root = env;
     } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
       root = std::string(xdg) + "/ksearch";

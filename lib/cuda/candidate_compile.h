@@ -26,8 +26,8 @@ namespace ksearch::internal {
 // The on-disk cubin cache folder for a compile_cache_dir option
 // (EvaluatorOptions, KernelCache::Options): the "cubin" subfolder of the
 // option, or when it is empty of $KSEARCH_CACHE_DIR, else
-// $XDG_CACHE_HOME/ksearch, else ~/.cache/ksearch. "off" (or no home at all)
-// → "": no disk cache.
+// $XDG_CACHE_HOME/ksearch, else ~/.cache/ksearch. "off" as the option or as
+// $KSEARCH_CACHE_DIR (or no home at all) → "": no disk cache.
 std::string CubinCacheFolder(const std::string& compile_cache_dir);
 
 // CompilerOptions from EvaluatorOptions.

@@ -58,6 +58,12 @@ TEST(CubinCacheFolder, FollowsTheOptionThenTheEnvironment) {
     ScopedEnv dir("KSEARCH_CACHE_DIR", "/cache/ks");
     EXPECT_EQ(CubinCacheFolder(""), "/cache/ks/cubin");
   }
+  {
+    // As for the option: "off" is no cache, not a folder named off.
+    ScopedEnv dir("KSEARCH_CACHE_DIR", "off");
+    EXPECT_EQ(CubinCacheFolder(""), "");
+    EXPECT_EQ(CubinCacheFolder("/tmp/k"), "/tmp/k/cubin");
+  }
   ScopedEnv dir("KSEARCH_CACHE_DIR", nullptr);
   EXPECT_EQ(CubinCacheFolder(""), "/home/u/.cache/ksearch/cubin");
   {

@@ -310,7 +310,9 @@ def resolve_plan(p, plan, params=None):
             raise CheckError(f"{where}: block {block} out of CUDA's limits")
         args = []
         for j, a in enumerate(l["args"]):
-            if a in tensors:
+            if isinstance(a, dict):
+                args.append(("tensor_map", resolve_tensor_map(p, a, values, f"{where}.args[{j}]")))
+            elif a in tensors:
                 args.append(("tensor", a))
             elif a in ws:
                 args.append(("workspace", a))
@@ -391,6 +393,41 @@ def kernel_signature(src, name):
     return out
 
 
+def resolve_tensor_map(p, arg, values, where):
+    """A tensor-map argument {"tensor_map": T, "box": [...], ...}: its tensor,
+    box and view checked as docs/kernel-contract.md says; returns T."""
+    known = {"tensor_map", "box", "dims", "swizzle", "l2_promotion", "oob_fill"}
+    for key in arg:
+        if key not in known:
+            raise CheckError(f"{where}: unknown key '{key}'")
+    shapes = {t["name"]: t["shape"] for t in p["tensors"]}
+    name = arg.get("tensor_map")
+    if name not in shapes:
+        raise CheckError(f"{where}.tensor_map: '{name}' names no tensor")
+    if "dims" in arg:
+        view = [evaluate(e, values) for e in arg["dims"]]
+        count = 1
+        for e in shapes[name]:
+            count *= evaluate(e, values)
+        viewed = 1
+        for v in view:
+            viewed *= v
+        if viewed != count:
+            raise CheckError(f"{where}.dims: {view} does not cover the {count} elements of '{name}'")
+    else:
+        view = [evaluate(e, values) for e in reversed(shapes[name])]
+    box = arg.get("box", [])
+    if len(box) != len(view):
+        raise CheckError(f"{where}.box: {len(box)} entries for a map of {len(view)} dimensions")
+    for d, e in enumerate(box):
+        v = evaluate(e, values)
+        if not 1 <= v <= 256 or v > view[d]:
+            raise CheckError(f"{where}.box[{d}]: {e!r} = {v} (must be 1..256 and at most {view[d]})")
+    if arg.get("swizzle", "none") not in ("none", "32B", "64B", "128B"):
+        raise CheckError(f"{where}.swizzle: '{arg['swizzle']}'")
+    return name
+
+
 def check_args_against_signature(p, plan_launch, sig):
     """Checks a resolved launch's args against a parsed signature; returns a
     list of problems found (strings)."""
@@ -400,7 +437,10 @@ def check_args_against_signature(p, plan_launch, sig):
         return [f"{plan_launch['kernel']}: {len(plan_launch['args'])} args for {len(sig)} parameters"]
     for (kind, val), (typ, pname) in zip(plan_launch["args"], sig):
         is_ptr = "*" in typ
-        if kind in ("tensor", "workspace"):
+        if kind == "tensor_map":
+            if is_ptr:
+                issues.append(f"{plan_launch['kernel']}: tensor map of '{val}' bound to pointer '{typ} {pname}'")
+        elif kind in ("tensor", "workspace"):
             if not is_ptr:
                 issues.append(f"{plan_launch['kernel']}: '{val}' bound to non-pointer '{typ} {pname}'")
             elif kind == "tensor" and roles[val] in ("output", "inout") and re.search(r"\bconst\b", typ.split("*")[0]):
