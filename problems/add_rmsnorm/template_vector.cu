@@ -21,7 +21,7 @@
 #define ITEMS 2
 #endif
 #ifndef CS
-#define CS 1
+#define CS 0
 #endif
 
 #if VEC == 8
