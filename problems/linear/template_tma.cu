@@ -36,6 +36,17 @@
 // a box clipped to min(128, M) rows, left unwritten): they only reach outputs
 // that are never stored.
 //
+// EPI = 1 (not in the tuning space: written and compiled, not yet measured
+// on a GPU) stages the epilogue instead: each consumer rounds its 64 x BN
+// rows into two 8 KB 128B-swizzled 64 x 64 boxes in turn and one thread
+// stores each box with a TMA copy (cp.async.bulk.tensor, shared to global,
+// which clips at the tensor's edge), so the consumers move on to the next
+// tile's MMAs while the copies drain. Its plan passes a Y map instead of the
+// pointer ({"tensor_map": "Y", "box": [64, "min(64, M)"], "swizzle": "128B"};
+// N % 8 == 0) and 32768 more bytes of dynamic shared memory. MC = 0 (a
+// diagnostic, with CL = 2 and a full-BN W box) keeps the clusters but copies
+// without multicast.
+//
 // Plan: grid min(ceil_div(M, 128 * CL) * ceil_div(N, BN), SMS / CL) * CL,
 // block 384, dynamic shared memory STAGES * (128 + BN) * 128 + 1024 bytes;
 // tensor maps X box {64, min(128, M)} and W box {64, min(BN / CL, N)}, 128B
@@ -53,6 +64,9 @@
 #endif
 #ifndef CL
 #define CL 2
+#endif
+#ifndef EPI
+#define EPI 0  // 1: the epilogue through shared memory and TMA stores (needs the Y map, N % 8 == 0)
 #endif
 #ifndef MC
 #define MC 1  // diagnostic: MC 0 with CL 2 pairs the CTAs but copies all of W in each (plan box BN)
@@ -272,13 +286,19 @@ __device__ __forceinline__ void UnitOrigin(int u, int units_m, int units_n, int&
 
 }  // namespace
 
+#if EPI
+#define Y_PARAM const __grid_constant__ TensorMap y_map
+#else
+#define Y_PARAM __nv_bfloat16* __restrict__ Y
+#endif
+
 extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(384, 1)
-    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
-               __nv_bfloat16* __restrict__ Y, int M, int N, int K);
+    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map, Y_PARAM, int M,
+               int N, int K);
 
 extern "C" __global__ void __launch_bounds__(384, 1)
-    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
-               __nv_bfloat16* __restrict__ Y, int M, int N, int K) {
+    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map, Y_PARAM, int M,
+               int N, int K) {
   extern __shared__ unsigned char shared_raw[];
   __shared__ __align__(8) unsigned long long full_bar[STAGES], empty_bar[STAGES];
   const unsigned base = ((unsigned)__cvta_generic_to_shared(shared_raw) + 1023u) & ~1023u;
@@ -341,7 +361,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;" ::: "memory");
     const int cw = wg - 1;  // which 64 rows of the tile
     const int lane = threadIdx.x & 31, q = (threadIdx.x >> 5) & 3;
+#if EPI
+    // Two 64 x 64 boxes of this warpgroup's output, 8 KB each, used in turn.
+    const unsigned out_buf = base + STAGES * STAGE_BYTES + cw * 16384;
+    const bool leader = (threadIdx.x & 127) == 0;
+    unsigned boxes = 0;
+#else
     const bool pairs = (N & 1) == 0;
+#endif
     float d[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
@@ -377,6 +404,42 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // Accumulator layout of m64nBN: warp q of the warpgroup holds rows 16q ..
       // 16q + 15; in each 8-column block j, lane (g, t) holds (g, 2t), (g, 2t+1),
       // (g+8, 2t), (g+8, 2t+1) in d[4j .. 4j+3].
+#if EPI
+      // Box b is columns 64b .. 64b + 63 of the warpgroup's 64 rows, written
+      // into shared memory in the 128B-swizzled layout of the Y map (16-byte
+      // chunk c of row r at c ^ (r % 8): a warp's 32 four-byte stores land in
+      // 32 banks) and stored by one TMA copy, which clips rows past M and
+      // columns past N. A buffer is rewritten only after the copy issued from
+      // it two boxes earlier has read it (wait_group.read 1).
+#pragma unroll
+      for (int b = 0; b < BN / 64; ++b, ++boxes) {
+        const unsigned buf = out_buf + (boxes & 1) * 8192;
+        if (leader) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int j = 8 * b + jj;
+            const unsigned r = q * 16 + (lane >> 2) + 8 * h;
+            const __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+            const unsigned addr = buf + r * 128 + (((unsigned)jj ^ (r & 7)) << 4) + 4 * (lane & 3);
+            asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(*reinterpret_cast<const unsigned*>(&v))
+                         : "memory");
+          }
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+        if (leader) {
+          asm volatile(
+              "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                  reinterpret_cast<unsigned long long>(&y_map)),
+              "r"(n0 + 64 * b), "r"(m0 + cw * 64), "r"(buf)
+              : "memory");
+          asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+      }
+#else
       const int row = m0 + cw * 64 + q * 16 + (lane >> 2);
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
@@ -395,7 +458,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           }
         }
       }
+#endif
     }
+#if EPI
+    // The shared buffers stay allocated until the last copies are done.
+    if (leader) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
   }
 #if CL > 1
   // No CTA of the cluster leaves while a peer may still arrive on its
