@@ -287,7 +287,9 @@ def resolve_plan(p, plan, params=None):
             raise CheckError(f"{where}: block {block} out of CUDA's limits")
         args = []
         for j, a in enumerate(l["args"]):
-            if a in tensors:
+            if isinstance(a, dict):
+                args.append(("tensor_map", _tensor_map_arg(p, a, values, f"{where}.args[{j}]")))
+            elif a in tensors:
                 args.append(("tensor", a))
             elif a in ws:
                 args.append(("workspace", a))
@@ -310,6 +312,34 @@ def resolve_plan(p, plan, params=None):
         launches.append({"kernel": l["kernel"], "grid": grid, "block": block,
                          "shared_bytes": shared, "args": args})
     return ws, launches
+
+
+def _tensor_map_arg(p, a, values, where):
+    """Checks a tensor-map argument ({"tensor_map": T, "box": [...], ...}, see
+    docs/kernel-contract.md) at the resolved dims; returns the tensor's name."""
+    tensors = {t["name"]: t for t in p["tensors"]}
+    name = a.get("tensor_map")
+    if name not in tensors:
+        raise CheckError(f"{where}: tensor_map '{name}' names no tensor")
+    t = tensors[name]
+    dims = [evaluate(e, values) for e in (a["dims"] if "dims" in a else list(reversed(t["shape"])))]
+    box = a.get("box", [])
+    if len(box) != len(dims) or not 1 <= len(dims) <= 5:
+        raise CheckError(f"{where}: box {box} for a map of {len(dims)} dimensions")
+    for i, e in enumerate(box):
+        v = evaluate(e, values)
+        if not 1 <= v <= 256 or v > dims[i]:
+            raise CheckError(f"{where}: box[{i}] '{e}' = {v} (must be 1..256 and at most the dimension {dims[i]})")
+    swizzle = a.get("swizzle", "none")
+    if swizzle not in ("none", "32B", "64B", "128B"):
+        raise CheckError(f"{where}: swizzle '{swizzle}'")
+    inner = evaluate(box[0], values) * DTYPES[t["dtype"]]
+    if inner % 16 or (swizzle != "none" and inner > int(swizzle[:-1])):
+        raise CheckError(f"{where}: inner box of {inner} bytes (a multiple of 16, at most the swizzle span)")
+    for k in a:
+        if k not in ("tensor_map", "box", "dims", "swizzle", "l2_promotion", "oob_fill"):
+            raise CheckError(f"{where}: unknown tensor-map key '{k}'")
+    return name
 
 
 def template_points(t, dims):
@@ -377,7 +407,11 @@ def check_args_against_signature(p, plan_launch, sig):
         return [f"{plan_launch['kernel']}: {len(plan_launch['args'])} args for {len(sig)} parameters"]
     for (kind, val), (typ, pname) in zip(plan_launch["args"], sig):
         is_ptr = "*" in typ
-        if kind in ("tensor", "workspace"):
+        if kind == "tensor_map":
+            if is_ptr or "TensorMap" not in typ or "__grid_constant__" not in typ:
+                issues.append(f"{plan_launch['kernel']}: tensor map of '{val}' bound to '{typ} {pname}'"
+                              " (wants a const __grid_constant__ CUtensorMap-like struct by value)")
+        elif kind in ("tensor", "workspace"):
             if not is_ptr:
                 issues.append(f"{plan_launch['kernel']}: '{val}' bound to non-pointer '{typ} {pname}'")
             elif kind == "tensor" and roles[val] in ("output", "inout") and re.search(r"\bconst\b", typ.split("*")[0]):
