@@ -28,7 +28,16 @@
 // columns n0 .. n0 + BN - 1): each CTA copies its own X tile and half of the
 // W tile, multicast into both CTAs' buffers, which cuts the L2 -> SM traffic
 // per CTA from (128 + BN) to (128 + BN / 2) rows per K slice. A stage is
-// then free only when the consumers of both CTAs released it.
+// then free only when the consumers of both CTAs released it. CL = 4 (not in
+// the tuning space; not yet measured) is the same with four CTAs on four
+// vertically adjacent tiles, each copying a quarter of the W tile: 128 +
+// BN / 4 rows per K slice (plan: SMS 128, so that 32 clusters of four fit).
+//
+// SK = 1 (not yet measured) splits the last round of tiles along K when it
+// is at most half full, through fp32 partials in the workspace "ws" and a
+// second kernel, linear_tma_fixup (see Tail below). STAG > 0 (not yet
+// measured) staggers the two consumers by STAG K slices in each tile so that
+// one's epilogue overlaps the other's MMAs.
 //
 // Epilogue: each accumulator is rounded once to bf16 (round to nearest even)
 // and stored straight from registers, with bounds checks on M and N. Rows
@@ -47,7 +56,7 @@
 // diagnostic, with CL = 2 and a full-BN W box) keeps the clusters but copies
 // without multicast.
 //
-// Plan: grid min(ceil_div(M, 128 * CL) * ceil_div(N, BN), SMS / CL) * CL,
+// Plan (SK = 0, EPI = 0): grid min(ceil_div(M, 128 * CL) * ceil_div(N, BN), SMS / CL) * CL,
 // block 384, dynamic shared memory STAGES * (128 + BN) * 128 + 1024 bytes;
 // tensor maps X box {64, min(128, M)} and W box {64, min(BN / CL, N)}, 128B
 // swizzle. Needs K % 64 == 0; any M, N >= 1. sm_90a only.
@@ -71,6 +80,18 @@
 #ifndef MC
 #define MC 1  // diagnostic: MC 0 with CL 2 pairs the CTAs but copies all of W in each (plan box BN)
 #endif
+#ifndef SK
+#define SK 0  // 1: split the last, partial round of units along K (fp32 partials in workspace "ws", linear_tma_fixup)
+#endif
+#ifndef SKMIN
+#define SKMIN 8  // with SK 1: the fewest K slices (of 64) a cluster's share of the split round may have
+#endif
+#ifndef SMS
+#define SMS 132
+#endif
+#ifndef STAG
+#define STAG 0  // > 0: consumer 2 starts each tile only after consumer 1 issued STAG K slices of it
+#endif
 
 #define BM 128
 #define X_STAGE_BYTES (BM * 128)
@@ -83,11 +104,17 @@
 #define SHARERS 1
 #endif
 
-#if CL != 1 && CL != 2
-#error "CL must be 1 or 2"
+#if CL != 1 && CL != 2 && CL != 4
+#error "CL must be 1, 2 or 4"
 #endif
 #if STAGES < 2
 #error "STAGES must be at least 2"
+#endif
+#if SK != 0 && SK != 1
+#error "SK must be 0 or 1"
+#endif
+#if STAG < 0 || STAG >= STAGES
+#error "STAG must be in 0 .. STAGES - 1"
 #endif
 
 // CUtensorMap's layout: 128 opaque bytes, 64-byte aligned.
@@ -284,6 +311,56 @@ __device__ __forceinline__ void UnitOrigin(int u, int units_m, int units_n, int&
   un = in_group / rows;
 }
 
+#if SK
+// The split of the last round (SK = 1). With C clusters and U = R * C + rem
+// units, R >= 1 and 0 < rem <= C / 2 (a last round at most half full), the
+// first R * C units are whole tiles, C to a round as before, and the rem * tk
+// K slices of the last rem units are cut into P equal ranges, one per
+// cluster c < P (P = min(C, max(rem, rem * tk / SKMIN)), so a range is at
+// most tk slices and meets at most two units). A cluster's piece of a unit
+// that covers all its K slices is stored as bf16 like any tile; any other
+// piece goes as fp32 into workspace slot 2c + j (its j-th piece), and
+// linear_tma_fixup sums a unit's pieces in the order of their clusters.
+struct Tail {
+  int head, rem, parts;  // whole-tile units, split units, clusters sharing them (rem == 0: no split)
+  long long slices;      // rem * tk
+};
+
+__device__ __forceinline__ Tail MakeTail(int units, int clusters, int tk) {
+  Tail t;
+  const int rounds = units / clusters, rem = units - rounds * clusters;
+  t.rem = (rounds >= 1 && rem > 0 && 2 * rem <= clusters) ? rem : 0;
+  t.head = units - t.rem;
+  t.slices = (long long)t.rem * tk;
+  t.parts = (int)min((long long)clusters, max((long long)t.rem, t.slices / SKMIN));
+  return t;
+}
+
+// Work item `it` of cluster c: its unit, K slices [k0, k1) and partial slot
+// (-1: a whole tile, stored as bf16); false past the cluster's last item.
+__device__ __forceinline__ bool Item(const Tail& t, int it, int c, int clusters, int tk, int& unit, int& k0,
+                                     int& k1, int& slot) {
+  const int whole = (t.head - c + clusters - 1) / clusters;  // c < clusters <= head
+  if (it < whole) {
+    unit = c + it * clusters;
+    k0 = 0;
+    k1 = tk;
+    slot = -1;
+    return true;
+  }
+  if (t.rem == 0 || c >= t.parts) return false;
+  const long long s0 = c * t.slices / t.parts, s1 = (c + 1) * t.slices / t.parts;
+  const int j = it - whole;
+  const long long u = s0 / tk + j;  // split unit, counted from the first
+  if (j > 1 || u * tk >= s1) return false;
+  k0 = (int)(max(s0, u * tk) - u * tk);
+  k1 = (int)(min(s1, (u + 1) * tk) - u * tk);
+  unit = t.head + (int)u;
+  slot = (k0 == 0 && k1 == tk) ? -1 : 2 * c + j;
+  return true;
+}
+#endif
+
 }  // namespace
 
 #if EPI
@@ -292,13 +369,37 @@ __device__ __forceinline__ void UnitOrigin(int u, int units_m, int units_n, int&
 #define Y_PARAM __nv_bfloat16* __restrict__ Y
 #endif
 
-extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(384, 1)
-    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map, Y_PARAM, int M,
-               int N, int K);
+#if SK
+#define WS_PARAM , float* __restrict__ ws
+#else
+#define WS_PARAM
+#endif
 
+extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(384, 1)
+    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map, Y_PARAM WS_PARAM,
+               int M, int N, int K);
+
+// The definition spells each variant's parameters out (the default's first,
+// the one a source-level signature check reads); the declaration above
+// carries the cluster shape.
+#if !EPI && !SK
 extern "C" __global__ void __launch_bounds__(384, 1)
-    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map, Y_PARAM, int M,
-               int N, int K) {
+    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
+               __nv_bfloat16* __restrict__ Y, int M, int N, int K)
+#elif !EPI
+extern "C" __global__ void __launch_bounds__(384, 1)
+    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
+               __nv_bfloat16* __restrict__ Y, float* __restrict__ ws, int M, int N, int K)
+#elif !SK
+extern "C" __global__ void __launch_bounds__(384, 1)
+    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
+               const __grid_constant__ TensorMap y_map, int M, int N, int K)
+#else
+extern "C" __global__ void __launch_bounds__(384, 1)
+    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
+               const __grid_constant__ TensorMap y_map, float* __restrict__ ws, int M, int N, int K)
+#endif
+{
   extern __shared__ unsigned char shared_raw[];
   __shared__ __align__(8) unsigned long long full_bar[STAGES], empty_bar[STAGES];
   const unsigned base = ((unsigned)__cvta_generic_to_shared(shared_raw) + 1023u) & ~1023u;
@@ -314,6 +415,18 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int cluster = blockIdx.x / CL, clusters = gridDim.x / CL;
   const int tiles_k = K / 64;
   const int wg = threadIdx.x / 128;
+#if SK
+  const Tail tail = MakeTail(units, clusters, tiles_k);
+#define FOR_EACH_ITEM             \
+  for (int it = 0;; ++it) {       \
+    int u, k0, k1, slot;          \
+    if (!Item(tail, it, cluster, clusters, tiles_k, u, k0, k1, slot)) break;
+#else
+#define FOR_EACH_ITEM                                  \
+  for (int u = cluster; u < units; u += clusters) {    \
+    const int k0 = 0, k1 = tiles_k, slot = -1;         \
+    (void)slot;
+#endif
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -335,11 +448,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       const unsigned stage_tx = (unsigned)(min(BM, M) + SHARERS * min(WB, N)) * 128u;
       int stage = 0;
       unsigned phase = 0;
-      for (int u = cluster; u < units; u += clusters) {
+      FOR_EACH_ITEM
         int um, un;
         UnitOrigin(u, units_m, units_n, um, un);
         const int m0 = (um * CL + (int)rank) * BM, n0 = un * BN;
-        for (int kt = 0; kt < tiles_k; ++kt) {
+        for (int kt = k0; kt < k1; ++kt) {
           BarrierWait(empty0 + 8 * stage, phase ^ 1);
           const unsigned full = full0 + 8 * stage;
           const unsigned buf = base + stage * STAGE_BYTES;
@@ -374,23 +487,38 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
     int stage = 0;
     unsigned phase = 0;
-    for (int u = cluster; u < units; u += clusters) {
+    FOR_EACH_ITEM
       int um, un;
       UnitOrigin(u, units_m, units_n, um, un);
       const int m0 = (um * CL + (int)rank) * BM, n0 = un * BN;
       int prev = 0;
-      for (int kt = 0; kt < tiles_k; ++kt) {
+#if STAG
+      // Stagger: consumer 2 starts a whole tile only once consumer 1 has
+      // issued its first STAG slices, so each one's epilogue runs while the
+      // other's MMAs (on slices already loaded) keep the tensor cores busy.
+      // Named barrier 3, one arrival of consumer 1 per whole tile. Only whole
+      // tiles of at least STAGES slices take part: consumer 1 cannot then
+      // reach the next such tile's arrival before consumer 2 has passed this
+      // one's wait (that needs the stages consumer 2 frees in this tile), so
+      // two arrivals never pile up on the barrier.
+      const int stag_at = (k0 == 0 && k1 == tiles_k && tiles_k >= STAGES) ? STAG - 1 : -1;
+      if (cw == 1 && stag_at >= 0) asm volatile("bar.sync 3, 256;" ::: "memory");
+#endif
+      for (int kt = k0; kt < k1; ++kt) {
         BarrierWait(full0 + 8 * stage, phase);
         const unsigned a = base + stage * STAGE_BYTES + cw * 64 * 128;
         const unsigned b = base + stage * STAGE_BYTES + X_STAGE_BYTES;
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) Wgmma(d, Descriptor(a + ks * 32), Descriptor(b + ks * 32), kt > 0 || ks > 0);
+        for (int ks = 0; ks < 4; ++ks) Wgmma(d, Descriptor(a + ks * 32), Descriptor(b + ks * 32), kt > k0 || ks > 0);
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#if STAG
+        if (cw == 0 && kt == stag_at) asm volatile("bar.arrive 3, 256;" ::: "memory");
+#endif
         WaitWgmma<1>();
         Pin(d);
         // The previous slice's wgmma's have completed: its buffer is free.
-        if (kt > 0 && lane == 0) ReleaseStage(empty0 + 8 * prev);
+        if (kt > k0 && lane == 0) ReleaseStage(empty0 + 8 * prev);
         prev = stage;
         if (++stage == STAGES) {
           stage = 0;
@@ -404,6 +532,21 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // Accumulator layout of m64nBN: warp q of the warpgroup holds rows 16q ..
       // 16q + 15; in each 8-column block j, lane (g, t) holds (g, 2t), (g, 2t+1),
       // (g+8, 2t), (g+8, 2t+1) in d[4j .. 4j+3].
+#if SK
+      if (slot >= 0) {
+        // A piece of a split unit: fp32, unrounded, into this CTA's 128 x BN
+        // rows of the slot (every element written; linear_tma_fixup clips).
+        float* p = ws + ((long long)(slot * CL + (int)rank) * BM + cw * 64 + q * 16 + (lane >> 2)) * BN +
+                   2 * (lane & 3);
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            *reinterpret_cast<float2*>(p + 8 * h * BN + 8 * j) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        }
+        continue;
+      }
+#endif
 #if EPI
       // Box b is columns 64b .. 64b + 63 of the warpgroup's 64 rows, written
       // into shared memory in the 128B-swizzled layout of the Y map (16-byte
@@ -472,3 +615,54 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   ClusterSync();
 #endif
 }
+
+#if SK
+// The second launch with SK = 1: unit rem's split units, each summed from
+// its pieces' fp32 slots in the order of their clusters (a fixed order, so
+// the result does not depend on timing), rounded once and stored with bounds
+// checks. Block (t, y) sums rows 8y .. 8y + 7 of split unit t; a unit that
+// one cluster computed whole was stored by linear_tma, and blocks past the
+// split units (or all, when linear_tma did not split) return at once.
+// Plan: grid [min(units, SMS / CL) / 2 + 1, 16 * CL, 1], block 256, args
+// ws, Y, M, N, K (the same dims and params as linear_tma's launch).
+extern "C" __global__ void __launch_bounds__(256)
+    linear_tma_fixup(const float* __restrict__ ws, __nv_bfloat16* __restrict__ Y, int M, int N, int K) {
+  const int units_m = (M + BM * CL - 1) / (BM * CL), units_n = (N + BN - 1) / BN;
+  const int units = units_m * units_n, clusters = min(units, SMS / CL), tiles_k = K / 64;
+  const Tail tail = MakeTail(units, clusters, tiles_k);
+  const int t = blockIdx.x;
+  if (t >= tail.rem) return;
+  // Owner of slice s: the last cluster c with c * slices / parts <= s.
+  const int first = (int)((((long long)t * tiles_k + 1) * tail.parts - 1) / tail.slices);
+  const int last = (int)(((long long)(t + 1) * tiles_k * tail.parts - 1) / tail.slices);
+  if (first == last) return;
+  int um, un;
+  UnitOrigin(tail.head + t, units_m, units_n, um, un);
+  const bool pairs = (N & 1) == 0;
+  for (int e = threadIdx.x; e < 8 * BN / 4; e += 256) {
+    const int r = 8 * blockIdx.y + e / (BN / 4), c4 = 4 * (e % (BN / 4));
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int c = first; c <= last; ++c) {
+      const int j = t - (int)(c * tail.slices / tail.parts / tiles_k);
+      const float4 v = *reinterpret_cast<const float4*>(
+          ws + ((long long)((2 * c + j) * CL + r / BM) * BM + r % BM) * BN + c4);
+      acc.x += v.x;
+      acc.y += v.y;
+      acc.z += v.z;
+      acc.w += v.w;
+    }
+    const int m = um * CL * BM + r, n = un * BN + c4;
+    if (m >= M) continue;
+    __nv_bfloat16* out = Y + (long long)m * N + n;
+    const float vals[4] = {acc.x, acc.y, acc.z, acc.w};
+    if (pairs && n + 3 < N) {
+      reinterpret_cast<__nv_bfloat162*>(out)[0] = __floats2bfloat162_rn(acc.x, acc.y);
+      reinterpret_cast<__nv_bfloat162*>(out)[1] = __floats2bfloat162_rn(acc.z, acc.w);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (n + i < N) out[i] = __float2bfloat16_rn(vals[i]);
+    }
+  }
+}
+#endif
