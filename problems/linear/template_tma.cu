@@ -363,6 +363,9 @@ __device__ __forceinline__ bool Item(const Tail& t, int it, int c, int clusters,
 
 }  // namespace
 
+#if EPI != 0 && EPI != 1
+#error "EPI must be 0 or 1"
+#endif
 #if EPI
 #define Y_PARAM const __grid_constant__ TensorMap y_map
 #else
@@ -379,22 +382,22 @@ extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(384, 1)
     linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map, Y_PARAM WS_PARAM,
                int M, int N, int K);
 
-// The definition spells each variant's parameters out (the default's first,
-// the one a source-level signature check reads); the declaration above
+// The definition spells each variant's parameters out, the default's first
+// (a source-level signature check reads the first); the declaration above
 // carries the cluster shape.
-#if !EPI && !SK
+#if EPI == 0 && SK == 0
 extern "C" __global__ void __launch_bounds__(384, 1)
     linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
                __nv_bfloat16* __restrict__ Y, int M, int N, int K)
-#elif !EPI
+#elif EPI == 0 && SK == 1
 extern "C" __global__ void __launch_bounds__(384, 1)
     linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
                __nv_bfloat16* __restrict__ Y, float* __restrict__ ws, int M, int N, int K)
-#elif !SK
+#elif EPI == 1 && SK == 0
 extern "C" __global__ void __launch_bounds__(384, 1)
     linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
                const __grid_constant__ TensorMap y_map, int M, int N, int K)
-#else
+#elif EPI == 1 && SK == 1
 extern "C" __global__ void __launch_bounds__(384, 1)
     linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
                const __grid_constant__ TensorMap y_map, float* __restrict__ ws, int M, int N, int K)
