@@ -311,7 +311,7 @@ def resolve_plan(p, plan, params=None):
         args = []
         for j, a in enumerate(l["args"]):
             if isinstance(a, dict):
-                args.append(("tensor_map", resolve_tensor_map(p, a, values, f"{where}.args[{j}]")))
+                args.append(("tensor_map", _tensor_map_arg(p, a, values, f"{where}.args[{j}]")))
             elif a in tensors:
                 args.append(("tensor", a))
             elif a in ws:
@@ -335,6 +335,41 @@ def resolve_plan(p, plan, params=None):
         launches.append({"kernel": l["kernel"], "grid": grid, "block": block,
                          "shared_bytes": shared, "args": args})
     return ws, launches
+
+
+def _tensor_map_arg(p, a, values, where):
+    """Checks a tensor-map argument ({"tensor_map": T, "box": [...], ...}, see
+    docs/kernel-contract.md) at the resolved dims; returns the tensor's name."""
+    tensors = {t["name"]: t for t in p["tensors"]}
+    name = a.get("tensor_map")
+    if name not in tensors:
+        raise CheckError(f"{where}: tensor_map '{name}' names no tensor")
+    t = tensors[name]
+    dims = [evaluate(e, values) for e in (a["dims"] if "dims" in a else list(reversed(t["shape"])))]
+    count, viewed = 1, 1
+    for e in t["shape"]:
+        count *= evaluate(e, values)
+    for d in dims:
+        viewed *= d
+    if viewed != count:
+        raise CheckError(f"{where}: dims {dims} do not cover the {count} elements of '{name}'")
+    box = a.get("box", [])
+    if len(box) != len(dims) or not 1 <= len(dims) <= 5:
+        raise CheckError(f"{where}: box {box} for a map of {len(dims)} dimensions")
+    for i, e in enumerate(box):
+        v = evaluate(e, values)
+        if not 1 <= v <= 256 or v > dims[i]:
+            raise CheckError(f"{where}: box[{i}] '{e}' = {v} (must be 1..256 and at most the dimension {dims[i]})")
+    swizzle = a.get("swizzle", "none")
+    if swizzle not in ("none", "32B", "64B", "128B"):
+        raise CheckError(f"{where}: swizzle '{swizzle}'")
+    inner = evaluate(box[0], values) * DTYPES[t["dtype"]]
+    if inner % 16 or (swizzle != "none" and inner > int(swizzle[:-1])):
+        raise CheckError(f"{where}: inner box of {inner} bytes (a multiple of 16, at most the swizzle span)")
+    for k in a:
+        if k not in ("tensor_map", "box", "dims", "swizzle", "l2_promotion", "oob_fill"):
+            raise CheckError(f"{where}: unknown tensor-map key '{k}'")
+    return name
 
 
 def template_points(t, dims):
@@ -393,41 +428,6 @@ def kernel_signature(src, name):
     return out
 
 
-def resolve_tensor_map(p, arg, values, where):
-    """A tensor-map argument {"tensor_map": T, "box": [...], ...}: its tensor,
-    box and view checked as docs/kernel-contract.md says; returns T."""
-    known = {"tensor_map", "box", "dims", "swizzle", "l2_promotion", "oob_fill"}
-    for key in arg:
-        if key not in known:
-            raise CheckError(f"{where}: unknown key '{key}'")
-    shapes = {t["name"]: t["shape"] for t in p["tensors"]}
-    name = arg.get("tensor_map")
-    if name not in shapes:
-        raise CheckError(f"{where}.tensor_map: '{name}' names no tensor")
-    if "dims" in arg:
-        view = [evaluate(e, values) for e in arg["dims"]]
-        count = 1
-        for e in shapes[name]:
-            count *= evaluate(e, values)
-        viewed = 1
-        for v in view:
-            viewed *= v
-        if viewed != count:
-            raise CheckError(f"{where}.dims: {view} does not cover the {count} elements of '{name}'")
-    else:
-        view = [evaluate(e, values) for e in reversed(shapes[name])]
-    box = arg.get("box", [])
-    if len(box) != len(view):
-        raise CheckError(f"{where}.box: {len(box)} entries for a map of {len(view)} dimensions")
-    for d, e in enumerate(box):
-        v = evaluate(e, values)
-        if not 1 <= v <= 256 or v > view[d]:
-            raise CheckError(f"{where}.box[{d}]: {e!r} = {v} (must be 1..256 and at most {view[d]})")
-    if arg.get("swizzle", "none") not in ("none", "32B", "64B", "128B"):
-        raise CheckError(f"{where}.swizzle: '{arg['swizzle']}'")
-    return name
-
-
 def check_args_against_signature(p, plan_launch, sig):
     """Checks a resolved launch's args against a parsed signature; returns a
     list of problems found (strings)."""
@@ -438,8 +438,9 @@ def check_args_against_signature(p, plan_launch, sig):
     for (kind, val), (typ, pname) in zip(plan_launch["args"], sig):
         is_ptr = "*" in typ
         if kind == "tensor_map":
-            if is_ptr:
-                issues.append(f"{plan_launch['kernel']}: tensor map of '{val}' bound to pointer '{typ} {pname}'")
+            if is_ptr or "__grid_constant__" not in typ:
+                issues.append(f"{plan_launch['kernel']}: tensor map of '{val}' bound to '{typ} {pname}'"
+                              " (wants a const __grid_constant__ 128-byte struct by value)")
         elif kind in ("tensor", "workspace"):
             if not is_ptr:
                 issues.append(f"{plan_launch['kernel']}: '{val}' bound to non-pointer '{typ} {pname}'")
