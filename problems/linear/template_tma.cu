@@ -29,24 +29,25 @@
 // W tile, multicast into both CTAs' buffers, which cuts the L2 -> SM traffic
 // per CTA from (128 + BN) to (128 + BN / 2) rows per K slice. A stage is
 // then free only when the consumers of both CTAs released it. CL = 4 (not in
-// the tuning space; not yet measured) is the same with four CTAs on four
+// the tuning space; measured at half the speed on the H200: 32 four-CTA
+// clusters do not stay resident) is the same with four CTAs on four
 // vertically adjacent tiles, each copying a quarter of the W tile: 128 +
 // BN / 4 rows per K slice (plan: SMS 128, so that 32 clusters of four fit).
 //
-// SK = 1 (not yet measured) splits the last round of tiles along K when it
+// SK = 1 (opt-in: 1% faster at prefill, slower at square on the H200) splits the last round of tiles along K when it
 // is at most half full, through fp32 partials in the workspace "ws" and a
-// second kernel, linear_tma_fixup (see Tail below). STAG > 0 (not yet
-// measured) staggers the two consumers by STAG K slices in each tile so that
+// second kernel, linear_tma_fixup (see Tail below). STAG > 0 (opt-in:
+// no measurable gain with EPI = 1) staggers the two consumers by STAG K slices in each tile so that
 // one's epilogue overlaps the other's MMAs.
 //
-// Epilogue: each accumulator is rounded once to bf16 (round to nearest even)
-// and stored straight from registers, with bounds checks on M and N. Rows
+// Epilogue, EPI = 0: each accumulator is rounded once to bf16 (round to
+// nearest even) and stored straight from registers, with bounds checks on M and N. Rows
 // and columns of a box past the tensor's edge are zero-filled by TMA (or, for
 // a box clipped to min(128, M) rows, left unwritten): they only reach outputs
 // that are never stored.
 //
-// EPI = 1 (not in the tuning space: written and compiled, not yet measured
-// on a GPU) stages the epilogue instead: each consumer rounds its 64 x BN
+// EPI = 1 (the default; 8% faster at prefill and 11% at square than EPI = 0
+// on the H200, docs/notes/linear-templates.md) stages the epilogue instead: each consumer rounds its 64 x BN
 // rows into two 8 KB 128B-swizzled 64 x 64 boxes in turn and one thread
 // stores each box with a TMA copy (cp.async.bulk.tensor, shared to global,
 // which clips at the tensor's edge), so the consumers move on to the next
@@ -56,10 +57,11 @@
 // diagnostic, with CL = 2 and a full-BN W box) keeps the clusters but copies
 // without multicast.
 //
-// Plan (SK = 0, EPI = 0): grid min(ceil_div(M, 128 * CL) * ceil_div(N, BN), SMS / CL) * CL,
-// block 384, dynamic shared memory STAGES * (128 + BN) * 128 + 1024 bytes;
-// tensor maps X box {64, min(128, M)} and W box {64, min(BN / CL, N)}, 128B
-// swizzle. Needs K % 64 == 0; any M, N >= 1. sm_90a only.
+// Plan (SK = 0, EPI = 1): grid min(ceil_div(M, 128 * CL) * ceil_div(N, BN), SMS / CL) * CL,
+// block 384, dynamic shared memory STAGES * (128 + BN) * 128 + 32768 + 1024
+// bytes; tensor maps X box {64, min(128, M)}, W box {64, min(BN / CL, N)} and
+// Y box {64, min(64, M)}, 128B swizzle. Needs K % 64 == 0 and N % 8 == 0 (any
+// N with EPI = 0); any M >= 1. sm_90a only.
 #include <cuda_bf16.h>
 
 #ifndef BN
@@ -75,7 +77,7 @@
 #define CL 2
 #endif
 #ifndef EPI
-#define EPI 0  // 1: the epilogue through shared memory and TMA stores (needs the Y map, N % 8 == 0)
+#define EPI 1  // 1: the epilogue through shared memory and TMA stores (needs the Y map, N % 8 == 0)
 #endif
 #ifndef MC
 #define MC 1  // diagnostic: MC 0 with CL 2 pairs the CTAs but copies all of W in each (plan box BN)
@@ -385,7 +387,11 @@ extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(384, 1)
 // The definition spells each variant's parameters out, the default's first
 // (a source-level signature check reads the first); the declaration above
 // carries the cluster shape.
-#if EPI == 0 && SK == 0
+#if EPI == 1 && SK == 0
+extern "C" __global__ void __launch_bounds__(384, 1)
+    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
+               const __grid_constant__ TensorMap y_map, int M, int N, int K)
+#elif EPI == 0 && SK == 0
 extern "C" __global__ void __launch_bounds__(384, 1)
     linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
                __nv_bfloat16* __restrict__ Y, int M, int N, int K)
@@ -393,10 +399,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 extern "C" __global__ void __launch_bounds__(384, 1)
     linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
                __nv_bfloat16* __restrict__ Y, float* __restrict__ ws, int M, int N, int K)
-#elif EPI == 1 && SK == 0
-extern "C" __global__ void __launch_bounds__(384, 1)
-    linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
-               const __grid_constant__ TensorMap y_map, int M, int N, int K)
 #elif EPI == 1 && SK == 1
 extern "C" __global__ void __launch_bounds__(384, 1)
     linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
