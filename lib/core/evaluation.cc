@@ -34,7 +34,6 @@ std::string Format(const char* format, double a, double b = 0, double c = 0) {
   return text;
 }
 
-
 // One line per shape case: name, dims, status, time, speedup.
 std::string CaseLines(const std::vector<CaseResult>& cases) {
   std::string out;

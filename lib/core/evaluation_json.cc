@@ -1,6 +1,5 @@
 #include "core/evaluation_json.h"
 
-
 #include <boost/json.hpp>
 #include <cctype>
 #include <cmath>
