@@ -11,40 +11,52 @@ std::string Where(size_t index, const ResolvedLaunch& launch) {
   return "launches[" + std::to_string(index) + "] (" + launch.kernel + ")";
 }
 
-CUtensorMapDataType TensorMapType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    case DType::kF64: return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
-    case DType::kF16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    case DType::kBF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    case DType::kI32: return CU_TENSOR_MAP_DATA_TYPE_INT32;
-    case DType::kI64: return CU_TENSOR_MAP_DATA_TYPE_INT64;
-    case DType::kU8: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  }
-  return CU_TENSOR_MAP_DATA_TYPE_UINT8;
-}
-
-CUtensorMapSwizzle TensorMapSwizzle(ResolvedTensorMap::Swizzle swizzle) {
-  switch (swizzle) {
-    case ResolvedTensorMap::Swizzle::kNone: return CU_TENSOR_MAP_SWIZZLE_NONE;
-    case ResolvedTensorMap::Swizzle::k32B: return CU_TENSOR_MAP_SWIZZLE_32B;
-    case ResolvedTensorMap::Swizzle::k64B: return CU_TENSOR_MAP_SWIZZLE_64B;
-    case ResolvedTensorMap::Swizzle::k128B: return CU_TENSOR_MAP_SWIZZLE_128B;
-  }
-  return CU_TENSOR_MAP_SWIZZLE_NONE;
-}
-
-CUtensorMapL2promotion TensorMapL2(ResolvedTensorMap::L2Promotion promotion) {
-  switch (promotion) {
-    case ResolvedTensorMap::L2Promotion::kNone: return CU_TENSOR_MAP_L2_PROMOTION_NONE;
-    case ResolvedTensorMap::L2Promotion::k64B: return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
-    case ResolvedTensorMap::L2Promotion::k128B: return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
-    case ResolvedTensorMap::L2Promotion::k256B: return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
-  }
-  return CU_TENSOR_MAP_L2_PROMOTION_NONE;
-}
-
 }  // namespace
+
+#define KS_NAMED(e) {e, #e}
+
+TensorMapEnum<CUtensorMapDataType> TensorMapType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return KS_NAMED(CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+    case DType::kF64: return KS_NAMED(CU_TENSOR_MAP_DATA_TYPE_FLOAT64);
+    case DType::kF16: return KS_NAMED(CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+    case DType::kBF16: return KS_NAMED(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+    case DType::kI32: return KS_NAMED(CU_TENSOR_MAP_DATA_TYPE_INT32);
+    case DType::kI64: return KS_NAMED(CU_TENSOR_MAP_DATA_TYPE_INT64);
+    case DType::kU8: return KS_NAMED(CU_TENSOR_MAP_DATA_TYPE_UINT8);
+  }
+  return KS_NAMED(CU_TENSOR_MAP_DATA_TYPE_UINT8);
+}
+
+TensorMapEnum<CUtensorMapSwizzle> TensorMapSwizzle(ResolvedTensorMap::Swizzle swizzle) {
+  switch (swizzle) {
+    case ResolvedTensorMap::Swizzle::kNone: return KS_NAMED(CU_TENSOR_MAP_SWIZZLE_NONE);
+    case ResolvedTensorMap::Swizzle::k32B: return KS_NAMED(CU_TENSOR_MAP_SWIZZLE_32B);
+    case ResolvedTensorMap::Swizzle::k64B: return KS_NAMED(CU_TENSOR_MAP_SWIZZLE_64B);
+    case ResolvedTensorMap::Swizzle::k128B: return KS_NAMED(CU_TENSOR_MAP_SWIZZLE_128B);
+  }
+  return KS_NAMED(CU_TENSOR_MAP_SWIZZLE_NONE);
+}
+
+TensorMapEnum<CUtensorMapL2promotion> TensorMapL2(ResolvedTensorMap::L2Promotion promotion) {
+  switch (promotion) {
+    case ResolvedTensorMap::L2Promotion::kNone: return KS_NAMED(CU_TENSOR_MAP_L2_PROMOTION_NONE);
+    case ResolvedTensorMap::L2Promotion::k64B: return KS_NAMED(CU_TENSOR_MAP_L2_PROMOTION_L2_64B);
+    case ResolvedTensorMap::L2Promotion::k128B: return KS_NAMED(CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+    case ResolvedTensorMap::L2Promotion::k256B: return KS_NAMED(CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+  }
+  return KS_NAMED(CU_TENSOR_MAP_L2_PROMOTION_NONE);
+}
+
+TensorMapEnum<CUtensorMapFloatOOBfill> TensorMapOobFill(ResolvedTensorMap::OobFill fill) {
+  switch (fill) {
+    case ResolvedTensorMap::OobFill::kZero: return KS_NAMED(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    case ResolvedTensorMap::OobFill::kNan: return KS_NAMED(CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA);
+  }
+  return KS_NAMED(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+#undef KS_NAMED
 
 CUresult EncodeTensorMap(const DriverApi& api, const ResolvedTensorMap& map, CUdeviceptr address,
                          void* out) {
@@ -61,11 +73,10 @@ CUresult EncodeTensorMap(const DriverApi& api, const ResolvedTensorMap& map, CUd
     if (d > 0) strides[d - 1] = map.strides[d - 1];
   }
   return api.cuTensorMapEncodeTiled(
-      static_cast<CUtensorMap*>(out), TensorMapType(map.dtype), static_cast<cuuint32_t>(map.rank),
+      static_cast<CUtensorMap*>(out), TensorMapType(map.dtype).value, static_cast<cuuint32_t>(map.rank),
       reinterpret_cast<void*>(static_cast<uintptr_t>(address)), dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, TensorMapSwizzle(map.swizzle), TensorMapL2(map.l2_promotion),
-      map.oob_fill == ResolvedTensorMap::OobFill::kNan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
-                                                       : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      CU_TENSOR_MAP_INTERLEAVE_NONE, TensorMapSwizzle(map.swizzle).value, TensorMapL2(map.l2_promotion).value,
+      TensorMapOobFill(map.oob_fill).value);
 }
 
 StatusOr<PlanExecutor> PlanExecutor::Bind(const DriverApi& api, const Module& module,

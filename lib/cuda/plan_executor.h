@@ -43,6 +43,19 @@ struct BoundKernel {
   int64_t dynamic_shared_allowed = 48 * 1024;
 };
 
+// A map setting as the driver takes it and as C++ spells it, from one table,
+// so that the exported header (lib/store/export.cc) encodes what the judge
+// encodes.
+template <typename E>
+struct TensorMapEnum {
+  E value;
+  const char* name;  // "CU_TENSOR_MAP_SWIZZLE_128B"
+};
+TensorMapEnum<CUtensorMapDataType> TensorMapType(DType dtype);
+TensorMapEnum<CUtensorMapSwizzle> TensorMapSwizzle(ResolvedTensorMap::Swizzle swizzle);
+TensorMapEnum<CUtensorMapL2promotion> TensorMapL2(ResolvedTensorMap::L2Promotion promotion);
+TensorMapEnum<CUtensorMapFloatOOBfill> TensorMapOobFill(ResolvedTensorMap::OobFill fill);
+
 // Encodes `map` over the tensor at `address` into the 128 bytes at `out`
 // (64-byte aligned) with cuTensorMapEncodeTiled: element strides 1, no
 // interleave. The driver's result: CUDA_ERROR_INVALID_VALUE for an address

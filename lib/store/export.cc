@@ -11,6 +11,7 @@
 #include "core/file_util.h"
 #include "core/plan_resolve.h"
 #include "cuda/compiler.h"
+#include "cuda/plan_executor.h"
 #include "ksearch/kernel_cache.h"
 #include "ksearch/store.h"
 #include "ksearch/version.h"
@@ -83,19 +84,6 @@ std::string Double(double value) {
   return text;
 }
 
-std::string TensorMapDataType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "CU_TENSOR_MAP_DATA_TYPE_FLOAT32";
-    case DType::kF64: return "CU_TENSOR_MAP_DATA_TYPE_FLOAT64";
-    case DType::kF16: return "CU_TENSOR_MAP_DATA_TYPE_FLOAT16";
-    case DType::kBF16: return "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16";
-    case DType::kI32: return "CU_TENSOR_MAP_DATA_TYPE_INT32";
-    case DType::kI64: return "CU_TENSOR_MAP_DATA_TYPE_INT64";
-    case DType::kU8: return "CU_TENSOR_MAP_DATA_TYPE_UINT8";
-  }
-  return "CU_TENSOR_MAP_DATA_TYPE_UINT8";
-}
-
 // The statements that encode tensor-map argument `var` (a CUtensorMap) over
 // its tensor at the caller's dims, as the judge's executor does: the map's
 // extents are the tensor's shape (or the plan's view) innermost first, the
@@ -114,10 +102,6 @@ std::string TensorMapStatements(const Problem& problem, const internal::TensorMa
     }
     return out;
   };
-  static const char* const kSwizzle[] = {"CU_TENSOR_MAP_SWIZZLE_NONE", "CU_TENSOR_MAP_SWIZZLE_32B",
-                                         "CU_TENSOR_MAP_SWIZZLE_64B", "CU_TENSOR_MAP_SWIZZLE_128B"};
-  static const char* const kL2[] = {"CU_TENSOR_MAP_L2_PROMOTION_NONE", "CU_TENSOR_MAP_L2_PROMOTION_L2_64B",
-                                    "CU_TENSOR_MAP_L2_PROMOTION_L2_128B", "CU_TENSOR_MAP_L2_PROMOTION_L2_256B"};
   std::string ones;
   for (size_t d = 0; d < rank; ++d) ones += d ? ", 1" : "1";
   const std::string r = std::to_string(rank);
@@ -129,15 +113,12 @@ std::string TensorMapStatements(const Problem& problem, const internal::TensorMa
   h += "      for (int d = 1; d < " + r + "; ++d) strides[d - 1] = stride *= dims[d - 1];\n";
   h += "      const cuuint32_t box[" + r + "] = {" + list(spec.box, "cuuint32_t") + "};\n";
   h += "      const cuuint32_t element_strides[" + r + "] = {" + ones + "};\n";
-  h += "      ks_result = cuTensorMapEncodeTiled(&" + var + ", " + TensorMapDataType(tensor->dtype) + ", " + r +
+  h += "      ks_result = cuTensorMapEncodeTiled(&" + var + ", " + internal::TensorMapType(tensor->dtype).name + ", " + r +
        ", const_cast<void*>(static_cast<const void*>(ks_tensors." + spec.tensor +
        ")), dims, strides, box, element_strides,\n"
        "                                         CU_TENSOR_MAP_INTERLEAVE_NONE, " +
-       kSwizzle[static_cast<int>(map.swizzle)] + ", " + kL2[static_cast<int>(map.l2_promotion)] + ",\n" +
-       "                                         " +
-       (map.oob_fill == internal::ResolvedTensorMap::OobFill::kNan ? "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA"
-                                                                   : "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE") +
-       ");\n";
+       internal::TensorMapSwizzle(map.swizzle).name + ", " + internal::TensorMapL2(map.l2_promotion).name + ",\n" +
+       "                                         " + internal::TensorMapOobFill(map.oob_fill).name + ");\n";
   h += "      if (ks_result != CUDA_SUCCESS) return ks_result;\n    }\n";
   return h;
 }
