@@ -205,7 +205,6 @@ StatusOr<int64_t> Eval(const std::string& field, const std::string& expr,
   return *v;
 }
 
-
 std::string ElementText(int64_t count, DType dtype) {
   return std::to_string(count) + " " + std::string(ToString(dtype)) +
          (count == 1 ? " element" : " elements");
@@ -234,13 +233,7 @@ StatusOr<ResolvedArg> ResolveTensorMap(const Problem& problem, const LaunchPlan&
   const TensorMapSpec& spec = *parsed;
   ResolvedArg arg;
   arg.kind = ResolvedArg::Kind::kTensorMap;
-  const TensorSpec* tensor = nullptr;
-  for (size_t t = 0; t < problem.tensors.size(); ++t) {
-    if (problem.tensors[t].name == spec.tensor) {
-      tensor = &problem.tensors[t];
-      arg.index = static_cast<int>(t);
-    }
-  }
+  const TensorSpec* tensor = problem.FindTensor(spec.tensor);
   if (!tensor) {
     std::string names;
     for (const auto& t : problem.tensors) names += (names.empty() ? "" : ", ") + t.name;
@@ -252,6 +245,7 @@ StatusOr<ResolvedArg> ResolveTensorMap(const Problem& problem, const LaunchPlan&
                                            : "not a tensor of the problem") +
                                 " (tensors: " + names + ")");
   }
+  arg.index = static_cast<int>(tensor - problem.tensors.data());
   ResolvedTensorMap& map = arg.tensor_map;
   map.dtype = tensor->dtype;
   const int64_t element_bytes = SizeOf(tensor->dtype);
@@ -363,8 +357,7 @@ StatusOr<ResolvedArg> ResolveTensorMap(const Problem& problem, const LaunchPlan&
                                   std::to_string(inner_bytes) + " bytes");
     }
   }
-  if (map.oob_fill == ResolvedTensorMap::OobFill::kNan &&
-      (map.dtype == DType::kI32 || map.dtype == DType::kI64 || map.dtype == DType::kU8)) {
+  if (map.oob_fill == ResolvedTensorMap::OobFill::kNan && !IsFloating(map.dtype)) {
     return InvalidArgumentError(field + ".oob_fill: 'nan' needs a floating-point tensor; " +
                                 described + " is not");
   }
