@@ -143,7 +143,8 @@ struct RunArgs {
   bool json = false;
   double progress_every = 0.0;  // seconds; 0: a line per round only (off a terminal)
   int device = 0;
-  uint64_t seed = 1;
+  uint64_t seed = 1;  // the search's own choices, never the judge's inputs
+  uint64_t replay_input_seed = 0;
   // Which evaluator: the isolated worker pool (default) or in-process.
   std::string gpus;
   bool in_process = false;
@@ -555,7 +556,7 @@ EvaluatorOptions MakeEvaluatorOptions(const RunArgs& args) {
   options.arch = args.arch;
   options.compile_only = args.compile_only;
   options.compile_cache_dir = args.cache_dir;
-  options.seed = args.seed;
+  options.replay_input_seed = args.replay_input_seed;
   options.max_timing_seconds = args.max_timing_seconds;
   options.allow_unsandboxed_compile = args.unsandboxed_compile;
   return options;
@@ -1043,8 +1044,13 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
                "run the loop without a GPU, judging up to compilation and plan checks (needs "
                "--arch)");
   cmd.add_option("--arch", args.arch, "compile target, e.g. sm_90 (default: the GPU's)");
-  cmd.add_option("--seed", args.seed, "seed for every random choice")
+  cmd.add_option("--seed", args.seed,
+                 "seed of the search's own choices (seeds, template points); the judge's inputs never "
+                 "depend on it")
       ->capture_default_str()
+      ->check(NonNegative());
+  cmd.add_option("--replay-input-seed", args.replay_input_seed,
+                 "fixed input seed, for tests and replays only: every input becomes predictable to a kernel that knows it (docs/evaluation.md, Secrets); default 0: the operating system's randomness")
       ->check(NonNegative());
   cmd.add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
   cmd.add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per candidate")
