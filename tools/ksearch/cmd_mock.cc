@@ -1,7 +1,6 @@
 // `ksearch mock-llm`: a scripted OpenAI-compatible and Anthropic server on
 // loopback, for trying a search, a prompt set or a client without a model.
 #include <algorithm>
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <thread>
@@ -13,6 +12,7 @@
 #include "ksearch/idea.h"
 #include "ksearch/mock_llm_server.h"
 #include "ksearch/tls_credentials.h"
+#include "stop_signals.h"
 
 namespace ksearch::cli {
 
@@ -81,10 +81,6 @@ Status ScriptMockFromProblem(MockLlmServer& mock, const Problem& problem, int ro
 
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;
-
-void OnStopSignal(int) { g_stop = 1; }
-
 struct MockArgs {
   std::string address = "127.0.0.1";
   int port = 0;
@@ -150,11 +146,10 @@ int ServeMock(const MockArgs& args) {
     std::cout << "  (self-signed certificate: clients must be told to trust it)\n";
   }
   std::cout << std::flush;
-  std::signal(SIGINT, OnStopSignal);
-  std::signal(SIGTERM, OnStopSignal);
-  while (g_stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  {
+    StopSignals signals;
+    while (!StopRequested().load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   MockLlmServer::Counters counters = (*server)->counters();
   (*server)->Stop();
   std::cout << "served " << counters.requests << " requests on " << counters.connections

@@ -24,19 +24,11 @@
 #include "run_llm.h"
 #include "run_output.h"
 #include "run_progress.h"
+#include "run_wait.h"
+#include "stop_signals.h"
 
 namespace ksearch::cli {
 namespace {
-
-std::atomic<bool> g_interrupted{false};
-std::atomic<int> g_signal{0};
-
-// SIGINT and SIGTERM stop the search the same graceful way: work in flight
-// is finished or cancelled, everything is recorded, the summary printed.
-void OnStopSignal(int signal) {
-  g_signal.store(signal);
-  g_interrupted.store(true);
-}
 
 EvaluatorOptions MakeEvaluatorOptions(const RunArgs& args) {
   EvaluatorOptions options;
@@ -136,15 +128,13 @@ std::unique_ptr<Searcher> MakeSearcher(const RunArgs& args) {
   return MakeParameterTuneSearch(options, tune);
 }
 
-// The search itself, with SIGINT and SIGTERM turned into a graceful stop.
+// The search itself, with SIGINT and SIGTERM turned into a graceful stop:
+// work in flight is finished or cancelled, everything is recorded, the
+// summary printed.
 StatusOr<SearchSummary> RunSearcher(Searcher& searcher, SearchContext& context) {
-  context.cancel = &g_interrupted;
-  std::signal(SIGINT, OnStopSignal);
-  std::signal(SIGTERM, OnStopSignal);
-  auto summary = searcher.Run(context);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
-  return summary;
+  context.cancel = &StopRequested();
+  StopSignals signals;
+  return searcher.Run(context);
 }
 
 // The best timed kernel goes to the kernel cache beside the run, where an
@@ -202,27 +192,78 @@ void PrintRecorded(const SearchSummary& summary, const RunSession& session, cons
 }
 
 // The exit code of a finished search (docs/cli.md).
-int ExitCodeFor(const SearchSummary& summary) {
+int ExitCodeFor(const SearchSummary& summary, const WaitWatch& watch) {
   if (summary.termination == TerminationReason::kInterrupted) {
-    return g_signal.load() == SIGTERM ? kExitTerminated : kExitInterrupted;
+    if (StopSignal() == 0 && watch.reason() == WaitWatch::Reason::kReplies) {
+      return kExitAwaitingReplies;
+    }
+    if (StopSignal() == 0 && watch.reason() == WaitWatch::Reason::kGpu) return kExitAwaitingGpu;
+    return StopSignal() == SIGTERM ? kExitTerminated : kExitInterrupted;
   }
   if (summary.termination == TerminationReason::kFailed) return kExitFailure;
   if (summary.best && summary.best->evaluation.correct()) return kExitOk;
   return summary.best ? kExitCompiledOnly : kExitRejected;
 }
 
-// Runs the search with `inner` on `problem`, recording in `session` when
-// there is one. Prints the progress line and the summary.
-int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store* store,
+// The evaluator of a recorded search: `inner` behind the run's store, or
+// (with no `inner`: a resume without a GPU) one made only when a candidate
+// must be judged, which stops the search through `watch` when it cannot be
+// made here.
+StatusOr<std::unique_ptr<Evaluator>> SessionEvaluator(const RunArgs& args, const Problem& problem,
+                                                      Evaluator* inner, RunSession& session,
+                                                      WaitWatch& watch) {
+  if (inner != nullptr) return session.WrapEvaluator(*inner);
+  auto make = [&args, &problem]() -> StatusOr<std::unique_ptr<Evaluator>> {
+    KSEARCH_RETURN_IF_ERROR(RequireLocalGpu(args, "continue on a machine with one"));
+    return MakeEvaluator(args, problem);
+  };
+  return session.WrapDeferredEvaluator(make, [&watch](const Status& why) { watch.NeedGpu(why); });
+}
+
+// Plain-text replies of an exchange folder carry no usage: the token counts
+// above lack them, and say so.
+void PrintUnknownUsage(const Generators& generators) {
+  int64_t count = 0;
+  for (const ExchangeLlmClient* x : generators.exchange_clients()) {
+    count += x->stats().replies_without_usage;
+  }
+  if (count > 0) {
+    std::cout << "usage unknown: " << count << " repl" << (count == 1 ? "y" : "ies")
+              << " came as plain text; their tokens and cost are not counted above\n";
+  }
+}
+
+// Why the search stopped by itself, and what to do next, on stderr.
+void PrintWaitReason(const WaitWatch& watch, const Generators& generators,
+                     const RunSession* session) {
+  if (watch.reason() == WaitWatch::Reason::kNone || StopSignal() != 0) return;
+  std::cerr << "ksearch: stopped: " << watch.message();
+  if (watch.reason() == WaitWatch::Reason::kReplies) {
+    std::cerr << "; answer them where the provider is reachable ('ksearch answer "
+              << generators.exchange_clients().front()->folder()
+              << " --llm openai:MODEL', or by hand: docs/llm.md)";
+  } else {
+    std::cerr << "; judge them on the GPU host";
+  }
+  if (session) std::cerr << ", then 'ksearch resume " << session->run_id() << "'";
+  std::cerr << "\n";
+}
+
+// Runs the search on `problem` with `inner` (null: a resume without a GPU,
+// see SessionEvaluator), recording in `session` when there is one. Prints
+// the progress line and the summary.
+int Search(const RunArgs& args, const Problem& problem, Evaluator* inner, Store* store,
            RunSession* session) {
   if (args.strategy == "tune" && !args.llm.empty()) {
     std::cerr << "ksearch: note: --llm is for --strategy branch or refine; tune needs no model\n";
   }
   auto generators = MakeGenerators(args, problem, session);
   if (!generators.ok()) return ReportError(generators.status());
+  WaitWatch watch(&StopRequested(), generators->exchange_clients(), generators->http_clients(),
+                  args.exchange_wait_seconds);
   std::unique_ptr<Evaluator> recorded;
   if (session) {
-    auto wrapped = session->WrapEvaluator(inner);
+    auto wrapped = SessionEvaluator(args, problem, inner, *session, watch);
     if (!wrapped.ok()) {
       // Another problem or another device than the run's.
       return wrapped.status().code() == StatusCode::kFailedPrecondition
@@ -231,10 +272,11 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
     }
     recorded = std::move(*wrapped);
   }
-  Evaluator& evaluator = recorded ? *recorded : inner;
+  std::unique_ptr<Evaluator> watched = watch.Watch(recorded ? *recorded : *inner);
+  Evaluator& evaluator = *watched;
   std::unique_ptr<Searcher> searcher = MakeSearcher(args);
   Progress progress(args.json, args.progress_every, generators->clients(),
-                    generators->http_clients());
+                    generators->http_clients(), generators->exchange_clients());
   SearchContext context;
   context.problem = &problem;
   context.evaluator = &evaluator;
@@ -257,10 +299,12 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
     PrintSummaryJson(*summary, problem, session ? session->run_id() : 0, time);
   } else {
     PrintSummaryText(*summary, time, args.unsandboxed_compile, generators->clients());
+    PrintUnknownUsage(*generators);
   }
+  PrintWaitReason(watch, *generators, session);
   if (session) PrintRecorded(*summary, *session, *store);
   if (!recorded_status.ok()) return ReportError(recorded_status);
-  return ExitCodeFor(*summary);
+  return ExitCodeFor(*summary, watch);
 }
 
 // Through a queue, a run names its results in Redis; recorded with the run,
@@ -345,7 +389,7 @@ int RunSearch(const RunArgs& given) {
                 << "\n";
     }
   }
-  int code = Search(args, *problem, **evaluator, store.get(), session.get());
+  int code = Search(args, *problem, evaluator->get(), store.get(), session.get());
   session.reset();
   return code;
 }
@@ -407,12 +451,14 @@ int ResumeSearch(const RunArgs& given) {
   args.queue = given.queue;
   if (!given.queue_run.empty()) args.queue_run = given.queue_run;
   if (given.json) args.json = true;
+  if (!given.exchange_folder.empty()) SetExchangeFolder(args, given.exchange_folder);
   if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
-  if (Status gpu = RequireLocalGpu(args, "run " + std::to_string(args.resume) +
-                                              " needs a GPU to go on");
-      !gpu.ok()) {
-    return ReportError(gpu);
-  }
+  // A run whose model is reached through files goes on without a GPU as
+  // far as the model's steps take it: its evaluator is made only when a
+  // candidate must be judged.
+  Status gpu = RequireLocalGpu(args, "run " + std::to_string(args.resume) + " needs a GPU to go on");
+  const bool without_gpu = !gpu.ok() && UsesExchange(args);
+  if (!gpu.ok() && !without_gpu) return ReportError(gpu);
 
   // The claim: check and reopen in one transaction.
   auto session = ResumeRun(**store, given.resume, MakeSessionOptions(given));
@@ -430,13 +476,22 @@ int ResumeSearch(const RunArgs& given) {
   }
   auto problem = (*session)->problem();
   if (!problem.ok()) return ReportError(problem.status());
-  auto evaluator = MakeEvaluator(args, *problem);
-  if (!evaluator.ok()) return ReportError(evaluator.status());
+  std::unique_ptr<Evaluator> evaluator;
+  if (!without_gpu) {
+    auto made = MakeEvaluator(args, *problem);
+    if (!made.ok()) return ReportError(made.status());
+    evaluator = std::move(*made);
+  }
   if (!args.json) {
     std::cerr << "ksearch: resuming run " << args.resume << " (" << (*session)->run().problem_name
               << ", " << args.strategy << ") from " << (*store)->path() << "\n";
+    if (without_gpu) {
+      std::cerr << "ksearch: no GPU here (" << gpu.message()
+                << "): the run goes on with the model's steps and stops where candidates must "
+                   "be judged\n";
+    }
   }
-  int code = Search(args, *problem, **evaluator, store->get(), session->get());
+  int code = Search(args, *problem, evaluator.get(), store->get(), session->get());
   session->reset();
   return code;
 }
@@ -466,6 +521,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "  ksearch run softmax --strategy branch --llm openai:gpt-4o --rounds 4 --seeds 2\n"
       "      --ideas 4 --branches 4 --budget-usd 5 --prices prices.json\n"
       "  ksearch run softmax --strategy branch --llm replay:run.jsonl   replay a run offline\n"
+      "  ksearch run softmax --strategy branch --llm exchange:xchg --exchange-wait 60\n"
+      "                                                requests as files in xchg/, answered\n"
+      "                                                elsewhere ('ksearch answer'); exit 9\n"
+      "                                                when waiting, then 'ksearch resume'\n"
       "  ksearch run softmax --strategy branch                          offline: catalog ideas\n"
       "  ksearch run softmax --strategy branch --llm mock --compile-only --arch sm_90\n"
       "                                                exercise the loop without a GPU or model\n"
@@ -489,7 +548,7 @@ void AddResumeCommand(CLI::App& app, int* exit_code) {
                 "resume although the run says it is running (its process is known to be gone)");
   cmd->add_flag("--reopen", args.reopen,
                 "continue a completed run, to extend it with a larger budget (--rounds, …)");
-  static std::string rounds, max_candidates, budget_minutes, budget_gpu_minutes;
+  static std::string rounds, max_candidates, budget_minutes, budget_gpu_minutes, exchange_wait;
   struct Override {
     const char* flag;
     std::string* value;
@@ -501,9 +560,15 @@ void AddResumeCommand(CLI::App& app, int* exit_code) {
                             Override{"--budget-minutes", &budget_minutes,
                                      "wall time for this session, replacing the recorded budget"},
                             Override{"--budget-gpu-minutes", &budget_gpu_minutes,
-                                     "evaluator time for this session, replacing the recorded"}}) {
+                                     "evaluator time for this session, replacing the recorded"},
+                            Override{"--exchange-wait", &exchange_wait,
+                                     "seconds to wait for replies in an exchange folder, "
+                                     "replacing the recorded (0: as long as it takes)"}}) {
     cmd->add_option(o.flag, *o.value, o.help)->check(NonNegative());
   }
+  cmd->add_option("--exchange", args.exchange_folder,
+                  "the run's exchange folder, in place of the recorded exchange:DIR (a run "
+                  "carried to another machine); not recorded");
   cmd->add_flag("--json", args.json, "print the summary as JSON");
   cmd->footer(
       "The run's problem, strategy, seed and flags come from the database. Kernels judged\n"
@@ -513,12 +578,18 @@ void AddResumeCommand(CLI::App& app, int* exit_code) {
       "  ksearch list                       find the run\n"
       "  ksearch resume 3                   continue run 3 of ./ksearch.db\n"
       "  ksearch resume 3 --reopen --rounds 20   extend a completed run to 20 rounds\n"
-      "  ksearch resume 3 --db runs.db --gpus 1");
+      "  ksearch resume 3 --db runs.db --gpus 1\n"
+      "  ksearch resume 3 --exchange-wait 60    an exchange run: stop (exit 9) once its\n"
+      "                                     requests have waited a minute for replies\n\n"
+      "A run whose model is reached through an exchange folder (--llm exchange:DIR) also\n"
+      "resumes on a machine without a GPU: it goes on as far as the model's steps take it\n"
+      "and stops (exit 10) where candidates must be judged (docs/llm.md).");
   cmd->callback([exit_code] {
     for (const auto& [flag, value] : {std::pair{"--rounds", &rounds},
                                       std::pair{"--max-candidates", &max_candidates},
                                       std::pair{"--budget-minutes", &budget_minutes},
-                                      std::pair{"--budget-gpu-minutes", &budget_gpu_minutes}}) {
+                                      std::pair{"--budget-gpu-minutes", &budget_gpu_minutes},
+                                      std::pair{"--exchange-wait", &exchange_wait}}) {
       if (!value->empty()) args.overrides.emplace_back(flag, *value);
     }
     *exit_code = ResumeSearch(args);

@@ -30,6 +30,23 @@ StatusOr<std::vector<int>> ParseGpus(const std::string& text) {
 
 std::string DbPath(const RunArgs& args) { return args.db.empty() ? Store::DefaultPath() : args.db; }
 
+namespace {
+constexpr std::string_view kExchangePrefix = "exchange:";
+}  // namespace
+
+bool UsesExchange(const RunArgs& args) {
+  for (const std::string* spec : {&args.llm, &args.idea_llm, &args.branch_llm}) {
+    if (spec->starts_with(kExchangePrefix)) return true;
+  }
+  return false;
+}
+
+void SetExchangeFolder(RunArgs& args, const std::string& folder) {
+  for (std::string* spec : {&args.llm, &args.idea_llm, &args.branch_llm}) {
+    if (spec->starts_with(kExchangePrefix)) *spec = std::string(kExchangePrefix) + folder;
+  }
+}
+
 Status ValidateArgs(const RunArgs& args) {
   if (args.strategy != "tune" && args.strategy != "branch" && args.strategy != "refine") {
     return InvalidArgumentError("--strategy " + args.strategy + ": expected branch, refine or tune");
@@ -74,8 +91,10 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
                  "time; tune: offline tuning of the problem's templates")
       ->capture_default_str();
   cmd.add_option("--llm", args.llm,
-                 "openai:MODEL, anthropic:MODEL, mock, replay:FILE, or catalog (offline "
-                 "parameter moves; the default for branch and refine)");
+                 "openai:MODEL, anthropic:MODEL, exchange:DIR (requests and replies as files, "
+                 "answered elsewhere: 'ksearch answer'), mock, replay:FILE (or an exchange "
+                 "folder), or catalog (offline parameter moves; the default for branch and "
+                 "refine)");
   cmd.add_option("--base-url", args.base_url,
                  "server URL (default: $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL, else the provider's)");
   cmd.add_option("--prices", args.prices,
@@ -112,6 +131,11 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
                  "attempts per LLM request, the first included (time-outs: at most 2)")
       ->check(CLI::Range(1, 20))
       ->capture_default_str();
+  cmd.add_option("--exchange-wait", args.exchange_wait_seconds,
+                 "with exchange:DIR: once every request has waited SECONDS for its reply and "
+                 "nothing else is left to do, stop (exit 9) to be resumed when replies are "
+                 "there (default: wait as long as it takes)")
+      ->check(NonNegative());
   cmd.add_option("--rounds", args.rounds,
                  "rounds to run (0: until another budget ends; default 6, unlimited when "
                  "--budget-minutes, --budget-gpu-minutes or --max-candidates is given alone)")

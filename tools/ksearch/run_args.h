@@ -74,7 +74,19 @@ struct RunArgs {
   int thinking_budget = 0;
   double llm_timeout = 240.0;
   int llm_attempts = 5;
+  // With an exchange folder (--llm exchange:DIR): stop, resumable, once
+  // every request has waited this many seconds for its reply with nothing
+  // else to do; 0: wait as long as it takes.
+  double exchange_wait_seconds = 0.0;
+  // Set on `resume`: the exchange folder, in place of the recorded one (a
+  // run carried to another machine). Not recorded.
+  std::string exchange_folder;
 };
+
+// Whether --llm, --idea-llm or --branch-llm names an exchange folder.
+bool UsesExchange(const RunArgs& args);
+// Points every exchange:DIR of --llm, --idea-llm and --branch-llm at `folder`.
+void SetExchangeFolder(RunArgs& args, const std::string& folder);
 
 // The options of `ksearch run` that a recorded run parses again on resume:
 // the problem, the strategy, the model and the budgets.

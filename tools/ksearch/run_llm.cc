@@ -1,5 +1,7 @@
 #include "run_llm.h"
 
+#include <filesystem>
+
 #include "commands.h"
 #include "ksearch/price_table.h"
 #include "ksearch/replay_llm_client.h"
@@ -21,7 +23,10 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const P
   }
   if (kind == "replay") {
     if (rest.empty()) return InvalidArgumentError("--llm replay:FILE needs the recording's path");
-    KSEARCH_ASSIGN_OR_RETURN(auto exchanges, LoadLlmRecording(rest));
+    std::error_code error;
+    const bool folder = std::filesystem::is_directory(rest, error);
+    KSEARCH_ASSIGN_OR_RETURN(auto exchanges,
+                             folder ? LoadExchangeFolder(rest) : LoadLlmRecording(rest));
     // Replay matches requests by hash, which includes the model: use the
     // recorded one.
     if (!exchanges.empty()) setup.model = exchanges.front().request.model;
@@ -31,6 +36,14 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const P
     replay.match_tag_when_hash_differs = true;
     KSEARCH_ASSIGN_OR_RETURN(auto client,
                              ReplayLlmClient::Create(std::move(exchanges), replay));
+    setup.client = std::move(client);
+  } else if (kind == "exchange") {
+    if (rest.empty()) return InvalidArgumentError("--llm exchange:DIR needs the folder's path");
+    ExchangeLlmClient::Options exchange;
+    exchange.folder = rest;
+    exchange.prices = options.prices;
+    KSEARCH_ASSIGN_OR_RETURN(auto client, ExchangeLlmClient::Create(std::move(exchange)));
+    setup.exchange = client.get();
     setup.client = std::move(client);
   } else if (kind == "mock") {
     KSEARCH_ASSIGN_OR_RETURN(setup.mock, MockLlmServer::Start({}));
@@ -56,7 +69,8 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const P
     }
   } else {
     return InvalidArgumentError(
-        "--llm " + spec + ": expected openai:MODEL, anthropic:MODEL, mock, replay:FILE or catalog");
+        "--llm " + spec +
+        ": expected openai:MODEL, anthropic:MODEL, exchange:DIR, mock, replay:FILE or catalog");
   }
   if (!setup.client) {
     options.default_model = setup.model;
@@ -86,6 +100,14 @@ std::vector<const HttpLlmClient*> Generators::http_clients() const {
   std::vector<const HttpLlmClient*> out;
   for (const LlmSetup* setup : {&idea_llm, &branch_llm}) {
     if (setup->http) out.push_back(setup->http);
+  }
+  return out;
+}
+
+std::vector<const ExchangeLlmClient*> Generators::exchange_clients() const {
+  std::vector<const ExchangeLlmClient*> out;
+  for (const LlmSetup* setup : {&idea_llm, &branch_llm}) {
+    if (setup->exchange) out.push_back(setup->exchange);
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ksearch/exchange_llm_client.h"
 #include "ksearch/generator.h"
 #include "ksearch/http_llm_client.h"
 #include "ksearch/llm_recording.h"
@@ -29,13 +30,14 @@ struct LlmSetup {
   std::unique_ptr<LlmClient> recorded;  // the run's store in front of `client`
   std::string model;
   HttpLlmClient* http = nullptr;  // `client`, when it is one
+  ExchangeLlmClient* exchange = nullptr;  // `client`, when it is one
 
   LlmClient* active() const { return recorded ? recorded.get() : client.get(); }
 };
 
 
-// Makes the client `spec` names (openai:MODEL, anthropic:MODEL, mock,
-// replay:FILE), behind the run's store when `session` is not null (replies
+// Makes the client `spec` names (openai:MODEL, anthropic:MODEL,
+// exchange:DIR, mock, replay:FILE or replay:DIR of an exchange folder), behind the run's store when `session` is not null (replies
 // recorded, and reused on resume) and --record's file when given.
 StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const Problem& problem,
                            RunSession* session);
@@ -52,6 +54,7 @@ struct Generators {
   // The clients in use, for the progress line and the billed line.
   std::vector<const LlmClient*> clients() const;
   std::vector<const HttpLlmClient*> http_clients() const;
+  std::vector<const ExchangeLlmClient*> exchange_clients() const;
 };
 
 // The generators --strategy and --llm (or --idea-llm and --branch-llm) ask

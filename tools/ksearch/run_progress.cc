@@ -8,11 +8,13 @@
 namespace ksearch::cli {
 
 Progress::Progress(bool quiet, double every_seconds, std::vector<const LlmClient*> clients,
-                   std::vector<const HttpLlmClient*> http)
+                   std::vector<const HttpLlmClient*> http,
+                   std::vector<const ExchangeLlmClient*> exchange)
     : quiet_(quiet),
       tty_(::isatty(STDERR_FILENO) != 0),
       clients_(std::move(clients)),
-      http_(std::move(http)) {
+      http_(std::move(http)),
+      exchange_(std::move(exchange)) {
   const double period = tty_ ? 1.0 : every_seconds;
   if (!quiet_ && period > 0) {
     ticker_ = std::thread([this, period] {
@@ -122,15 +124,27 @@ void Progress::PrintLocked(bool round_done, bool tick) {
                     s.last_retry_delay_seconds);
     }
   }
+  std::string waiting;
+  for (const ExchangeLlmClient* x : exchange_) {
+    ExchangeLlmClient::Stats s = x->stats();
+    char line[96];
+    std::snprintf(line, sizeof(line), " | %d request%s awaiting replies in ", s.pending,
+                  s.pending == 1 ? "" : "s");
+    waiting += line + x->folder();
+    if (s.pending > 0) {
+      std::snprintf(line, sizeof(line), " (the oldest for %.0f s)", s.oldest_pending_seconds);
+      waiting += line;
+    }
+  }
   char counts[96];
   if (compiled_ > 0) {
     std::snprintf(counts, sizeof(counts), "ok %d, compiled %d, failed %d", ok_, compiled_, failed_);
   } else {
     std::snprintf(counts, sizeof(counts), "ok %d, failed %d", ok_, failed_);
   }
-  std::fprintf(stderr, "%sround %d | evaluated %d (%s) | %s%s | %.1f s%s",
-               tty_ ? "\r\033[K" : "", round_, evaluated_, counts, best, llm, seconds,
-               tty_ ? "" : "\n");
+  std::fprintf(stderr, "%sround %d | evaluated %d (%s) | %s%s%s | %.1f s%s",
+               tty_ ? "\r\033[K" : "", round_, evaluated_, counts, best, llm, waiting.c_str(),
+               seconds, tty_ ? "" : "\n");
   std::fflush(stderr);
 }
 

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "ksearch/exchange_llm_client.h"
 #include "ksearch/http_llm_client.h"
 #include "ksearch/searcher.h"
 
@@ -21,12 +22,14 @@ namespace ksearch::cli {
 class Progress final : public SearchObserver {
  public:
   // `clients` are summed on the line; `http` (may be empty) add requests in
-  // flight, retries and waits. On a terminal a ticker thread redraws the line
-  // every second, so that the elapsed time moves while the model thinks;
-  // elsewhere it prints a line every `every_seconds` (0: never). The clients
-  // must outlive this object.
+  // flight, retries and waits; `exchange` (may be empty) the requests
+  // waiting for replies in their folders. On a terminal a ticker thread
+  // redraws the line every second, so that the elapsed time moves while the
+  // model thinks; elsewhere it prints a line every `every_seconds` (0:
+  // never). The clients must outlive this object.
   Progress(bool quiet, double every_seconds, std::vector<const LlmClient*> clients,
-           std::vector<const HttpLlmClient*> http);
+           std::vector<const HttpLlmClient*> http,
+           std::vector<const ExchangeLlmClient*> exchange = {});
   ~Progress() override;
 
   ObserverAction OnRoundStart(int round, const std::vector<std::string>&) override;
@@ -45,6 +48,7 @@ class Progress final : public SearchObserver {
   bool tty_;
   std::vector<const LlmClient*> clients_;
   std::vector<const HttpLlmClient*> http_;
+  std::vector<const ExchangeLlmClient*> exchange_;
   std::mutex mutex_;
   std::condition_variable tick_;
   bool stop_ = false;
