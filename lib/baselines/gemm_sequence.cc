@@ -270,9 +270,7 @@ class GemmSequence final : public LibraryBaseline {
 
   Status LoadElementwise(const std::string& kernel) {
     KSEARCH_ASSIGN_OR_RETURN(std::string arch, CurrentArch(*api_));
-    CompileRequest request{kElementwiseSource, {}, arch, "ksearch_gemm_sequence.cu"};
-    request.trusted = true;
-    CompileResult compiled = CompileWithNvrtc(request, 64 * 1024);
+    CompileResult compiled = CompileGemmSequenceKernels(arch);
     if (!compiled.ok)
       return InternalError("the GEMM sequence's elementwise kernels do not compile:\n" +
                            compiled.log);
@@ -298,6 +296,12 @@ class GemmSequence final : public LibraryBaseline {
 }  // namespace
 
 bool IsGemmSequence(std::string_view library) { return FindSequence(library) != nullptr; }
+
+CompileResult CompileGemmSequenceKernels(const std::string& arch) {
+  CompileRequest request{kElementwiseSource, {}, arch, "ksearch_gemm_sequence.cu"};
+  request.trusted = true;
+  return CompileWithNvrtc(request, 64 * 1024);
+}
 
 StatusOr<std::unique_ptr<LibraryBaseline>> CreateGemmSequence(const Problem& problem) {
   const SequenceName* sequence = FindSequence(problem.baseline.library);

@@ -16,9 +16,11 @@
 #define KSEARCH_BASELINES_GEMM_SEQUENCE_H_
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "baselines/library_baseline.h"
+#include "cuda/compiler.h"
 
 namespace ksearch::internal {
 
@@ -28,6 +30,11 @@ bool IsGemmSequence(std::string_view library);
 // Errors: as CreateLibraryBaseline; kInternal also when the elementwise
 // kernel does not compile (NVRTC's log) or load.
 StatusOr<std::unique_ptr<LibraryBaseline>> CreateGemmSequence(const Problem& problem);
+
+// Every sequence's elementwise kernels compiled for `arch` ("sm_90") with
+// NVRTC in this process (no GPU needed): the entry points
+// ks_{swiglu,residual,rope}_{f32,bf16}, the suffix the intermediate type.
+CompileResult CompileGemmSequenceKernels(const std::string& arch);
 
 }  // namespace ksearch::internal
 
