@@ -114,8 +114,12 @@ print("| --- | --- | --- | --- | --- |")
 for line in open(os.path.join(out, "points.txt")):
     name, _, params = line.strip().partition(" ")
     try:
-        e = json.load(open(os.path.join(out, name + ".json")))
-    except (OSError, ValueError):
+        text = open(os.path.join(out, name + ".json")).read()
+        try:
+            e = json.loads(text)
+        except ValueError:  # anything printed before the evaluation: its last JSON line
+            e = json.loads([ln for ln in text.splitlines() if ln.startswith("{")][-1])
+    except (OSError, ValueError, IndexError):
         print(f"| {name} | {params} | no result ({name}.log) | | |")
         continue
     status = e.get("status", "?")
