@@ -9,7 +9,8 @@ namespace ksearch {
 namespace {
 
 const char* kBuiltins[] = {"matmul", "conv2d", "softmax", "layernorm", "conv2d_relu_maxpool",
-                            "add_rmsnorm", "swiglu", "linear",
+                            "add_rmsnorm", "swiglu", "linear", "linear_swiglu", "linear_residual", "linear_qkv_rope",
+                            "rmsnorm_bf16",
                             "attention", "rope"};
 
 TEST(BuiltinProblems, AllAreListed) {
