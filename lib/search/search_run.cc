@@ -557,19 +557,21 @@ void SearchRun::SetIdeaOutcome(Idea* idea, const HistoryEntry* parent,
                                const std::vector<const HistoryEntry*>& branches,
                                int branches_asked, const std::vector<std::string>& notes) {
   const HistoryEntry* best = nullptr;
-  int correct = 0, judged = 0;
+  int correct = 0, compiled = 0, judged = 0;
   std::map<std::string, std::pair<int, std::string>> failures;  // status → count, first reason
   for (const HistoryEntry* e : branches) {
     if (e->evaluation.status == EvalStatus::kCancelled) continue;
     ++judged;
     if (e->evaluation.ok()) {
-      ++correct;
+      ++(e->evaluation.correct() ? correct : compiled);
       if (!best || Faster(*e, *best)) best = e;
     } else {
       auto& f = failures[std::string(ToString(e->evaluation.status))];
       if (f.first++ == 0) f.second = FailureReason(e->evaluation);
     }
   }
+  const bool compile_only =
+      compiled > 0 || (parent && parent->evaluation.status == EvalStatus::kCompiled);
   std::string text;
   char buffer[320];
   idea->best_speedup_over_parent = 0.0;
@@ -597,20 +599,22 @@ void SearchRun::SetIdeaOutcome(Idea* idea, const HistoryEntry* parent,
   } else if (best) {
     int64_t regs = internal::TotalRegisters(best->evaluation);
     int64_t parent_regs = parent ? internal::TotalRegisters(parent->evaluation) : -1;
-    text = "correct branches untimed (compile-only)";
     if (regs != std::numeric_limits<int64_t>::max() && parent_regs > 0 &&
         parent_regs != std::numeric_limits<int64_t>::max()) {
-      std::snprintf(buffer, sizeof(buffer), "; best %s uses %lld registers vs the parent's %lld",
+      std::snprintf(buffer, sizeof(buffer), "best %s uses %lld registers vs the parent's %lld; ",
                     best->candidate.id.c_str(), static_cast<long long>(regs),
                     static_cast<long long>(parent_regs));
-      text += buffer;
+      text = buffer;
     }
-    text += "; ";
   } else {
-    text = "no correct branch; ";
+    text = compile_only ? "" : "no correct branch; ";
   }
-  std::snprintf(buffer, sizeof(buffer), "%d of %d branches correct", correct,
-                std::max(branches_asked, judged));
+  // A compile-only run never runs a kernel: its branches compile, or not,
+  // and none is judged correct.
+  std::snprintf(buffer, sizeof(buffer),
+                compile_only ? "%d of %d branches compiled (compile-only: not run, not judged)"
+                             : "%d of %d branches correct",
+                compile_only ? compiled : correct, std::max(branches_asked, judged));
   text += buffer;
   for (const auto& [status, f] : failures) {
     text += "; " + std::to_string(f.first) + "× " + f.second;
