@@ -120,21 +120,24 @@ class Watchdog {
   std::thread thread_;
 };
 
-// What a stop cancels (see the SearchRun class comment).
+// What a stop cancels (see the SearchRun class comment). The token and money
+// budgets cancel no request: a reply the provider has begun is billed
+// whether or not anyone waits for it, so it is waited for, counted and
+// judged; the SpendingGate sends nothing new.
 bool CancelsGeneration(TerminationReason reason) {
-  return reason != TerminationReason::kCompleted && reason != TerminationReason::kBudgetRounds;
-}
-bool CancelsEvaluation(TerminationReason reason) {
   switch (reason) {
     case TerminationReason::kCompleted:
     case TerminationReason::kBudgetRounds:
-    case TerminationReason::kBudgetCandidates:
     case TerminationReason::kBudgetTokens:
     case TerminationReason::kBudgetCost:
       return false;
     default:
       return true;
   }
+}
+// The candidate budget leaves what was written to be judged.
+bool CancelsEvaluation(TerminationReason reason) {
+  return CancelsGeneration(reason) && reason != TerminationReason::kBudgetCandidates;
 }
 
 }  // namespace
@@ -146,6 +149,7 @@ struct SearchRun::Impl {
         budget(budget),
         options(options),
         start(Clock::now()),
+        spending(budget.max_tokens, budget.max_cost_usd),
         watchdog(context.cancel, budget.max_wall_seconds, start, &generation_cancel,
                  &evaluation_cancel) {
     summary.strategy = std::move(strategy);
@@ -196,6 +200,7 @@ struct SearchRun::Impl {
   int64_t reserved = 0;  // candidates taken out of max_candidates
   // Content hash → the first judged candidate with that content.
   std::map<std::string, HistoryEntry> judged;
+  SpendingGate spending;
   Watchdog watchdog;  // last: its thread starts once the flags exist
 };
 
@@ -217,6 +222,7 @@ double SearchRun::elapsed_seconds() const { return internal::SecondsSince(impl_-
 
 const std::atomic<bool>* SearchRun::generation_cancel() const { return &impl_->generation_cancel; }
 const std::atomic<bool>* SearchRun::evaluation_cancel() const { return &impl_->evaluation_cancel; }
+SpendingGate* SearchRun::spending() { return &impl_->spending; }
 
 void SearchRun::Stop(TerminationReason reason) {
   if (!impl_->stop) {
@@ -254,6 +260,16 @@ bool SearchRun::CheckLimits() {
     Stop(TerminationReason::kInterrupted);
   }
   if (auto reached = impl_->BudgetReached()) Stop(*reached);
+  switch (impl_->spending.refused()) {
+    case SpendingGate::Limit::kTokens:
+      Stop(TerminationReason::kBudgetTokens);
+      break;
+    case SpendingGate::Limit::kCost:
+      Stop(TerminationReason::kBudgetCost);
+      break;
+    case SpendingGate::Limit::kNone:
+      break;
+  }
   return impl_->stop.has_value();
 }
 
@@ -453,6 +469,8 @@ void SearchRun::AddUsage(const GeneratorUsage& usage) {
   impl_->summary.input_tokens += usage.input_tokens;
   impl_->summary.output_tokens += usage.output_tokens;
   impl_->summary.cost_usd += usage.cost_usd;
+  impl_->spending.AtLeastSpent(GeneratorUsage{
+      impl_->summary.input_tokens, impl_->summary.output_tokens, impl_->summary.cost_usd});
   CheckLimits();
 }
 
