@@ -187,6 +187,20 @@ std::vector<LlmExchange> SessionExchanges(Store& store, int64_t run_id, int64_t 
   return exchanges;
 }
 
+// What the provider billed: this session's live clients, and for a resumed
+// run the replies earlier sessions recorded besides.
+Billed BilledTotals(const Generators& generators, const RunSession* session) {
+  Billed billed;
+  for (const LlmClient* client : generators.live_clients()) billed.session += client->totals();
+  if (session && session->resumed()) {
+    LlmTotals run = billed.session;
+    for (const LlmExchange& x : session->history().exchanges) run += LlmTotals::Of(x);
+    billed.run = run;
+    billed.sessions = session->run().sessions;
+  }
+  return billed;
+}
+
 // "run 3 recorded in ./ksearch.db …" on stderr, with how to see and continue it.
 void PrintRecorded(const SearchSummary& summary, const RunSession& session, const Store& store) {
   std::cerr << "ksearch: run " << session.run_id() << " recorded in " << store.path();
@@ -195,7 +209,8 @@ void PrintRecorded(const SearchSummary& summary, const RunSession& session, cons
               << " judged kernels, " << session.reused_replies() << " LLM replies)";
   }
   std::cerr << "; see 'ksearch show " << session.run_id() << "'";
-  if (summary.termination == TerminationReason::kInterrupted) {
+  if (summary.termination == TerminationReason::kInterrupted ||
+      summary.termination == TerminationReason::kFailed) {
     std::cerr << ", continue with 'ksearch resume " << session.run_id() << "'";
   }
   std::cerr << "\n";
@@ -218,6 +233,7 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
   if (args.strategy == "tune" && !args.llm.empty()) {
     std::cerr << "ksearch: note: --llm is for --strategy branch or refine; tune needs no model\n";
   }
+  NoteModelFlags(args);
   auto generators = MakeGenerators(args, problem, session);
   if (!generators.ok()) return ReportError(generators.status());
   std::unique_ptr<Evaluator> recorded;
@@ -256,7 +272,7 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
   if (args.json) {
     PrintSummaryJson(*summary, problem, session ? session->run_id() : 0, time);
   } else {
-    PrintSummaryText(*summary, time, args.unsandboxed_compile, generators->clients());
+    PrintSummaryText(*summary, time, args.unsandboxed_compile, BilledTotals(*generators, session));
   }
   if (session) PrintRecorded(*summary, *session, *store);
   if (!recorded_status.ok()) return ReportError(recorded_status);
@@ -307,6 +323,8 @@ int RunSearch(const RunArgs& given) {
     chosen = {"--queue-run", args.queue_run};
   }
   if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
+  // Refused flags must leave nothing in the store.
+  if (Status flags = CheckModelFlags(args); !flags.ok()) return ReportError(flags);
   if (args.problem.empty()) {
     return ReportError(InvalidArgumentError("ksearch run needs a PROBLEM (or --resume RUN)"));
   }
@@ -408,6 +426,7 @@ int ResumeSearch(const RunArgs& given) {
   if (!given.queue_run.empty()) args.queue_run = given.queue_run;
   if (given.json) args.json = true;
   if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
+  if (Status flags = CheckModelFlags(args); !flags.ok()) return ReportError(flags);
   if (Status gpu = RequireLocalGpu(args, "run " + std::to_string(args.resume) +
                                               " needs a GPU to go on");
       !gpu.ok()) {
