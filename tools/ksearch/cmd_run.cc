@@ -249,7 +249,7 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
   }
   Evaluator& evaluator = recorded ? *recorded : inner;
   std::unique_ptr<Searcher> searcher = MakeSearcher(args);
-  Progress progress(args.json, args.progress_every, generators->clients(),
+  Progress progress(args.json, args.progress_every_seconds, generators->clients(),
                     generators->http_clients());
   SearchContext context;
   context.problem = &problem;
@@ -468,9 +468,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   AddRunOptions(*cmd, args);
   AddSelectionOptions(*cmd, args);
   cmd->add_flag("--no-db", args.no_db, "do not record the run (it cannot be resumed)");
-  cmd->add_option("--resume", args.resume,
-                  "continue run RUN of the database with its recorded problem and flags (as "
-                  "'ksearch resume RUN')");
+  AddNumber(*cmd, "--resume", args.resume,
+            "continue run RUN of the database with its recorded problem and flags (as "
+            "'ksearch resume RUN')",
+            AtLeast(1));
   cmd->footer(
       "Every run is recorded in the database (--db): a run stopped by Ctrl-C, a crash or\n"
       "SIGKILL continues with 'ksearch resume RUN' without judging a finished kernel or\n"
@@ -502,26 +503,31 @@ void AddResumeCommand(CLI::App& app, int* exit_code) {
   static RunArgs args;
   auto* cmd = app.add_subcommand(
       "resume", "Continue a recorded run that was interrupted, killed or failed");
-  cmd->add_option("RUN", args.resume, "run number, as 'ksearch list' shows it")->required();
+  AddNumber(*cmd, "RUN", args.resume, "run number, as 'ksearch list' shows it", AtLeast(1))
+      ->required();
   AddSelectionOptions(*cmd, args);
   cmd->add_flag("--take-over", args.take_over,
                 "resume although the run says it is running (its process is known to be gone)");
   cmd->add_flag("--reopen", args.reopen,
                 "continue a completed run, to extend it with a larger budget (--rounds, …)");
   static std::string rounds, max_candidates, budget_minutes, budget_gpu_minutes;
+  // Kept as given (a resume records them in the run's flags), checked as the
+  // run's own flags are.
   struct Override {
     const char* flag;
     std::string* value;
+    NumberType type;
     const char* help;
   };
-  for (const Override& o : {Override{"--rounds", &rounds, "rounds in all, replacing the recorded"},
-                            Override{"--max-candidates", &max_candidates,
-                                     "candidates in all, replacing the recorded budget"},
-                            Override{"--budget-minutes", &budget_minutes,
-                                     "wall time for this session, replacing the recorded budget"},
-                            Override{"--budget-gpu-minutes", &budget_gpu_minutes,
-                                     "evaluator time for this session, replacing the recorded"}}) {
-    cmd->add_option(o.flag, *o.value, o.help)->check(NonNegative());
+  for (const Override& o :
+       {Override{"--rounds", &rounds, NumberType::kInt32, "rounds in all, replacing the recorded"},
+        Override{"--max-candidates", &max_candidates, NumberType::kInt64,
+                 "candidates in all, replacing the recorded budget"},
+        Override{"--budget-minutes", &budget_minutes, NumberType::kReal,
+                 "wall time for this session, replacing the recorded budget"},
+        Override{"--budget-gpu-minutes", &budget_gpu_minutes, NumberType::kReal,
+                 "evaluator time for this session, replacing the recorded"}}) {
+    AddNumberText(*cmd, o.flag, *o.value, o.help, o.type, AtLeast(0));
   }
   cmd->add_flag("--json", args.json, "print the summary as JSON");
   cmd->footer(

@@ -47,7 +47,7 @@ struct RunArgs {
   bool compile_only = false;
   bool unsandboxed_compile = false;
   bool json = false;
-  double progress_every = 0.0;  // seconds; 0: a line per round only (off a terminal)
+  double progress_every_seconds = 0.0;  // 0: a line per round only (off a terminal)
   int device = 0;
   uint64_t seed = 1;
   // Which evaluator: the isolated worker pool (default) or in-process.
@@ -72,7 +72,7 @@ struct RunArgs {
   std::optional<double> temperature;
   std::string reasoning_effort;
   int thinking_budget = 0;
-  double llm_timeout = 240.0;
+  double llm_timeout_seconds = 240.0;  // per attempt, until the whole reply is read
   int llm_attempts = 5;
 };
 

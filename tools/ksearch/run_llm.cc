@@ -201,7 +201,7 @@ StatusOr<Generators> MakeGenerators(const RunArgs& args, const Problem& problem,
     gen.code_temperature = args.temperature;
     gen.reasoning_effort = args.reasoning_effort;
     gen.thinking_budget_tokens = args.thinking_budget;
-    gen.timeout_seconds = args.llm_timeout;
+    gen.timeout_seconds = args.llm_timeout_seconds;
     gen.reformat_attempts = 1;
     if (!args.prompts.empty()) {
       KSEARCH_ASSIGN_OR_RETURN(gen.prompts, PromptTemplates::Load(args.prompts));
