@@ -107,6 +107,42 @@ TEST(CliLlm, ProgressLinesShowTheRequestInFlightWhileTheModelThinks) {
   ::rmdir(dir);
 }
 
+// Without --progress-every a log still hears from a model that is thinking:
+// a progress line every 30 seconds by default, counting the request in
+// flight. (No time is asserted: the request hangs until SIGTERM, so the
+// line comes; the deadline only bounds a broken build.)
+TEST(CliLlm, ALogShowsProgressWhileARequestIsOutstandingByDefault) {
+  LoopbackPort hung(LoopbackPort::Kind::kHung);
+  ASSERT_NE(hung.port(), 0);
+  char dir[] = "/tmp/ksearch-progress-default-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string log = std::string(dir) + "/log";
+  ::setenv("OPENAI_API_KEY", "sk-test", 1);
+  pid_t pid = Spawn({kCli, "run", "softmax", "--dims", "rows=64,cols=1024", "--strategy", "branch",
+                     "--llm", "openai:gpt-4o", "--base-url", hung.url() + "/v1", "--compile-only",
+                     "--arch", "sm_90", "--cache-dir", "off", "--no-db", "--rounds", "2", "--seeds", "1",
+                     "--ideas", "2", "--branches", "2", "--llm-timeout", "600", "--llm-attempts", "1"},
+                    log);
+  ASSERT_GT(pid, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(150);
+  std::string text;
+  while (std::chrono::steady_clock::now() < deadline) {
+    text = ReadFile(log);
+    if (text.find("| LLM 1 in flight") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ::kill(pid, SIGTERM);
+  const int code = Wait(pid);
+  text = ReadFile(log);
+  // Off a terminal nothing else prints the line during round 0: the round's
+  // own line comes at its end.
+  EXPECT_NE(text.find("round 0 | evaluated 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("| LLM 1 in flight"), std::string::npos) << text;
+  EXPECT_EQ(code, 143) << text;
+  std::remove(log.c_str());
+  ::rmdir(dir);
+}
+
 // --branch-llm gets a client of its own: ideas from the built-in mock, code
 // from a provider that is down, which fails the run at the first branch call.
 TEST(CliLlm, BranchLlmIsASeparateModel) {
@@ -292,7 +328,7 @@ TEST(CliLlm, AnOutageAfterRoundZeroFailsTheRunWhichResumesOnceTheProviderIsBack)
   ASSERT_TRUE(mock->AddRule(MockRule{"# Round", "", MockReply{testing::IdeasReply(2)}}).ok());
   const int64_t billed_before = mock->counters().billed_input_tokens;
   out.clear();
-  EXPECT_EQ(Shell("OPENAI_API_KEY=sk-test " + kCli + " resume 1 --db " + db, &out), 5)
+  EXPECT_EQ(Shell("OPENAI_API_KEY=sk-test " + kCli + " resume 1 --db " + db + " --progress-every 5", &out), 5)
       << out;
   EXPECT_NE(out.find("branch: round budget reached after 3 rounds"), std::string::npos) << out;
   const auto [session_in, session_out] = BilledTokens(out, "billed this session: ");

@@ -249,7 +249,8 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator& inner, Store*
   }
   Evaluator& evaluator = recorded ? *recorded : inner;
   std::unique_ptr<Searcher> searcher = MakeSearcher(args);
-  Progress progress(args.json, args.progress_every_seconds, generators->clients(),
+  Progress progress(args.json, args.progress_every_seconds.value_or(kDefaultProgressSeconds),
+                    generators->clients(),
                     generators->http_clients());
   SearchContext context;
   context.problem = &problem;
@@ -425,6 +426,8 @@ int ResumeSearch(const RunArgs& given) {
   args.queue = given.queue;
   if (!given.queue_run.empty()) args.queue_run = given.queue_run;
   if (given.json) args.json = true;
+  // How this session reports itself; not recorded with the run.
+  if (given.progress_every_seconds) args.progress_every_seconds = given.progress_every_seconds;
   if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
   if (Status flags = CheckModelFlags(args); !flags.ok()) return ReportError(flags);
   if (Status gpu = RequireLocalGpu(args, "run " + std::to_string(args.resume) +
@@ -530,6 +533,7 @@ void AddResumeCommand(CLI::App& app, int* exit_code) {
     AddNumberText(*cmd, o.flag, *o.value, o.help, o.type, AtLeast(0));
   }
   cmd->add_flag("--json", args.json, "print the summary as JSON");
+  AddProgressOption(*cmd, args);
   cmd->footer(
       "The run's problem, strategy, seed and flags come from the database. Kernels judged\n"
       "and LLM replies received before the interruption are reused, so the search replays\n"

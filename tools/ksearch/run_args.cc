@@ -152,11 +152,14 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
   cmd.add_flag("--unsandboxed-compile", args.unsandboxed_compile, kUnsandboxedCompileHelp);
   cmd.add_flag("--json", args.json,
                "print the summary and the search tree as JSON (no progress line)");
+  AddProgressOption(cmd, args);
+}
+
+void AddProgressOption(CLI::App& cmd, RunArgs& args) {
   AddNumber(cmd, "--progress-every", args.progress_every_seconds,
             "when stderr is not a terminal (a log, CI), also print the progress line every "
-            "SECONDS, not only at the end of each round (0: only then)",
-            Between(0, kSecondsInADay))
-      ->capture_default_str();
+            "SECONDS, not only at the end of each round (default 30; 0: only then)",
+            Between(0, kSecondsInADay));
 }
 
 void AddSelectionOptions(CLI::App& cmd, RunArgs& args) {

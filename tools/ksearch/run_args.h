@@ -47,7 +47,9 @@ struct RunArgs {
   bool compile_only = false;
   bool unsandboxed_compile = false;
   bool json = false;
-  double progress_every_seconds = 0.0;  // 0: a line per round only (off a terminal)
+  // Off a terminal, a progress line every this many seconds besides one per
+  // round; unset: kDefaultProgressSeconds; 0: a line per round only.
+  std::optional<double> progress_every_seconds;
   int device = 0;
   uint64_t seed = 1;
   // Which evaluator: the isolated worker pool (default) or in-process.
@@ -76,12 +78,18 @@ struct RunArgs {
   int llm_attempts = 5;
 };
 
+// Off a terminal (a log, CI) a search prints its progress line this often by
+// default, so that a log shows a request the model is still thinking about.
+inline constexpr double kDefaultProgressSeconds = 30.0;
+
 // The options of `ksearch run` that a recorded run parses again on resume:
 // the problem, the strategy, the model and the budgets.
 void AddRunOptions(CLI::App& cmd, RunArgs& args);
 // The budgets that bound a run by themselves; `resume` takes them too, to
 // extend a run.
 void AddBudgetOptions(CLI::App& cmd, RunArgs& args);
+// --progress-every, for `run` (within AddRunOptions) and `resume`.
+void AddProgressOption(CLI::App& cmd, RunArgs& args);
 // Where a run is judged and recorded: --gpus, --in-process, --device,
 // --queue, --queue-run, --db. `ksearch resume RUN` and `ksearch run --resume
 // RUN` take the run's problem and flags from the store; these may be chosen
