@@ -63,6 +63,19 @@ TEST(CliLlm, AHungServerEndsTheRunFailedAfterTwoTimeouts) {
   EXPECT_NE(out.find("after 2 attempts"), std::string::npos) << out;
 }
 
+// Starts a branch search whose model request hangs at `hung` (until the
+// test stops it), its output to `log`, with `extra` flags.
+pid_t SpawnHungRun(const LoopbackPort& hung, const std::string& log, const std::vector<std::string>& extra) {
+  ::setenv("OPENAI_API_KEY", "sk-test", 1);
+  std::vector<std::string> args = {kCli, "run", "softmax", "--dims", "rows=64,cols=1024", "--strategy", "branch",
+                                   "--llm", "openai:gpt-4o", "--base-url", hung.url() + "/v1", "--compile-only",
+                                   "--arch", "sm_90", "--cache-dir", "off", "--no-db", "--rounds", "2", "--seeds",
+                                   "1", "--ideas", "2", "--branches", "2", "--llm-timeout", "600", "--llm-attempts",
+                                   "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return Spawn(args, log);
+}
+
 // While the model thinks, a log shows it: with --progress-every, a run whose
 // only request hangs prints progress lines that count the request in flight
 // and whose elapsed time moves. The request stays in flight until the test
@@ -73,13 +86,7 @@ TEST(CliLlm, ProgressLinesShowTheRequestInFlightWhileTheModelThinks) {
   char dir[] = "/tmp/ksearch-progress-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string log = std::string(dir) + "/log";
-  ::setenv("OPENAI_API_KEY", "sk-test", 1);
-  pid_t pid = Spawn({kCli, "run", "softmax", "--dims", "rows=64,cols=1024", "--strategy", "branch",
-                     "--llm", "openai:gpt-4o", "--base-url", hung.url() + "/v1", "--compile-only",
-                     "--arch", "sm_90", "--cache-dir", "off", "--no-db", "--rounds", "2", "--seeds", "1",
-                     "--ideas", "2", "--branches", "2", "--llm-timeout", "600", "--llm-attempts", "1",
-                     "--progress-every", "0.05"},
-                    log);
+  pid_t pid = SpawnHungRun(hung, log, {"--progress-every", "0.05"});
   ASSERT_GT(pid, 0);
   const std::regex line(R"(\| LLM 1 in flight, 0 queued, 0 waiting to retry [^\n]*\| ([0-9.]+) s\n)");
   std::vector<double> elapsed;
@@ -117,12 +124,7 @@ TEST(CliLlm, ALogShowsProgressWhileARequestIsOutstandingByDefault) {
   char dir[] = "/tmp/ksearch-progress-default-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string log = std::string(dir) + "/log";
-  ::setenv("OPENAI_API_KEY", "sk-test", 1);
-  pid_t pid = Spawn({kCli, "run", "softmax", "--dims", "rows=64,cols=1024", "--strategy", "branch",
-                     "--llm", "openai:gpt-4o", "--base-url", hung.url() + "/v1", "--compile-only",
-                     "--arch", "sm_90", "--cache-dir", "off", "--no-db", "--rounds", "2", "--seeds", "1",
-                     "--ideas", "2", "--branches", "2", "--llm-timeout", "600", "--llm-attempts", "1"},
-                    log);
+  pid_t pid = SpawnHungRun(hung, log, {});
   ASSERT_GT(pid, 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(150);
   std::string text;
