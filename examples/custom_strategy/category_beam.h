@@ -62,6 +62,7 @@ class CategoryBeamSearch final : public ksearch::Searcher {
         ask.seed = ksearch::SearchRun::MixSeed(seed_, static_cast<uint64_t>(round), s);
         ask.label = "r" + std::to_string(round) + ".s" + std::to_string(s);
         ask.cancel = run.generation_cancel();  // a stop cuts the call short
+        ask.spending = run.spending();         // a request is sent only if it fits the budgets
         auto proposed = context.ideas->Propose(ask);
         if (!proposed.ok()) {
           run.GeneratorFailed(proposed.status(), "ideas " + ask.label);
@@ -84,6 +85,7 @@ class CategoryBeamSearch final : public ksearch::Searcher {
           branch.seed = ksearch::SearchRun::MixSeed(seed_, static_cast<uint64_t>(round), s, j + 1);
           branch.label = idea.id;
           branch.cancel = run.generation_cancel();
+          branch.spending = run.spending();
           auto made = context.brancher->Branch(branch);
           if (!made.ok()) {
             run.GeneratorFailed(made.status(), "branches " + idea.id);

@@ -11,6 +11,9 @@
 //                    "block": ["BLOCK", 1, 1], "shared_bytes": "BLOCK * 4",
 //                    "args": ["x", "partial", "cols:i32"]}] }
 //
+// A launch may also carry "cluster": [x, y, z] (expressions: blocks per
+// thread-block cluster, sm_90 and newer) and "non_portable_cluster_size":
+// true (clusters above 8 blocks).
 // `params` become `-D NAME=VALUE` defines and may appear in expressions.
 // Expressions: integer literals, problem dims, params, + - * / %, parentheses,
 // ceil_div(a, b), min(a, b), max(a, b). `args` name tensors, workspace buffers
@@ -51,6 +54,15 @@ struct LaunchSpec {
   std::vector<std::string> grid;     // 3 expressions
   std::vector<std::string> block;    // 3 expressions
   std::string shared_bytes = "0";    // dynamic shared memory, an expression
+  // Thread-block cluster dimensions, 3 expressions (blocks per cluster in x,
+  // y, z); empty: no cluster at launch. Launched with cuLaunchKernelEx and
+  // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (sm_90 and newer); each grid
+  // dimension must be a multiple of the cluster's, and a cluster holds at
+  // most 8 blocks (the portable size) unless non_portable_cluster_size.
+  std::vector<std::string> cluster;
+  // Allows clusters above 8 blocks where the GPU has them (16 on the H100
+  // and H200): sets CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED.
+  bool non_portable_cluster_size = false;
   // Tensor/workspace names, "EXPR:TYPE", or a tensor map as its canonical
   // JSON text ({"tensor_map":...}; FromJson writes it, ToJson writes it back
   // as the object).

@@ -21,7 +21,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ksearch/candidate.h"
@@ -43,6 +45,62 @@ struct GeneratorUsage {
 // call. Runs on whatever thread received the reply (an LLM client's I/O
 // thread, say): keep it short and thread-safe.
 using UsageSink = std::function<void(const GeneratorUsage&)>;
+
+// Keeps a run's model requests within its token and money budgets. A
+// provider bills a reply once it has begun writing it, whether or not the
+// client waits for it, so a budget is kept by not sending, not by
+// cancelling: a generator asks Admit() before it sends each request, with
+// the request's worst case (its prompt's tokens, estimated, plus its
+// max_tokens, and their price), sends it only when admitted, and calls
+// Settle() with the same worst case and what the reply was billed once the
+// request has finished. A request is admitted while everything billed so
+// far, plus the worst cases of the requests in flight, plus its own fits in
+// the budget. The first refusal is final: every later request is refused
+// too, and the searcher stops (kBudgetTokens or kBudgetCost) while the
+// requests in flight finish and their replies are counted and judged.
+//
+// Thread safety: every method may be called from any thread.
+class SpendingGate {
+ public:
+  enum class Limit { kNone, kTokens, kCost };
+
+  // A limit of zero is no limit.
+  SpendingGate(int64_t max_tokens, double max_cost_usd);
+  SpendingGate(const SpendingGate&) = delete;
+  SpendingGate& operator=(const SpendingGate&) = delete;
+
+  // Reserves `worst_case` and returns OK, or refuses: kResourceExhausted,
+  // the message starting "not sent: " and saying what the request could use
+  // and what is left.
+  [[nodiscard]] Status Admit(const GeneratorUsage& worst_case);
+  // Releases an admitted request's reservation and counts what it was billed.
+  void Settle(const GeneratorUsage& worst_case, const GeneratorUsage& billed);
+  // Spending counted elsewhere (the searcher's totals, which include
+  // generators that never ask the gate): the gate counts at least this much
+  // as spent.
+  void AtLeastSpent(const GeneratorUsage& total);
+  // The limit of the first refusal; kNone while nothing was refused.
+  Limit refused() const;
+  // Billed so far, as the gate counts it.
+  GeneratorUsage spent() const;
+
+ private:
+  GeneratorUsage SpentLocked() const;
+
+  const int64_t max_tokens_;
+  const double max_cost_usd_;
+  mutable std::mutex mutex_;
+  GeneratorUsage settled_;   // billed, through Settle()
+  GeneratorUsage reported_;  // the most given to AtLeastSpent()
+  GeneratorUsage reserved_;  // worst cases of the requests in flight
+  Limit refused_ = Limit::kNone;
+};
+
+// A request's prompt in tokens, estimated from above: one token per three
+// bytes (the common tokenizers count three to four bytes of English or code
+// per token), plus a few per message for the roles.
+int64_t EstimatePromptTokens(std::string_view system,
+                             const std::vector<std::string_view>& messages);
 
 // A judged candidate, as the search remembers it.
 struct HistoryEntry {
@@ -78,6 +136,9 @@ struct IdeaRequest {
   // When set, the generator reports each reply's cost here as it arrives and
   // leaves the result's token and cost fields zero.
   UsageSink on_usage;
+  // When set, the generator sends a model request only when the gate admits
+  // it (SpendingGate); a refused request is not sent and a note says so.
+  SpendingGate* spending = nullptr;
 };
 
 struct IdeaResult {
@@ -86,6 +147,12 @@ struct IdeaResult {
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
   double cost_usd = 0.0;
+  // Set when no request of the call reached the model: the error of the
+  // first (an outage, time-outs or rate limits that outlasted the client's
+  // retries). Not an error of the call, which may be one bad minute; a
+  // searcher decides (ParallelBranchSearch fails the run when no call of a
+  // whole round reached the model).
+  Status unreachable;
 };
 
 class IdeaGenerator {
@@ -111,8 +178,9 @@ struct BranchRequest {
   // When this becomes true, replies still being written are cancelled; those
   // already received (and paid for) are still returned.
   const std::atomic<bool>* cancel = nullptr;
-  // See IdeaRequest::on_usage.
+  // See IdeaRequest::on_usage and IdeaRequest::spending.
   UsageSink on_usage;
+  SpendingGate* spending = nullptr;
 };
 
 struct BranchResult {
@@ -124,6 +192,8 @@ struct BranchResult {
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
   double cost_usd = 0.0;
+  // See IdeaResult::unreachable.
+  Status unreachable;
 };
 
 class Brancher {

@@ -201,6 +201,9 @@ class HttpLlmClient final : public LlmClient {
   LlmTotals totals() const override;
   void SetObserver(ExchangeObserver observer) override;
   std::string provider() const override;
+  // By Options::prices.
+  std::optional<double> EstimateCostUsd(std::string_view model, int64_t input_tokens,
+                                        int64_t output_tokens) const override;
 
   Stats stats() const;
   // The base URL in use (after environment and defaults).

@@ -131,6 +131,8 @@ struct ChatResponse {
   std::string model;                 // as reported by the server
 };
 
+struct LlmExchange;
+
 // Running totals over a client's lifetime, for budgets. `requests` counts
 // finished Complete() calls (success or not), `failures` those that ended in an
 // error (cancellations included). Tokens and cost include replies that were
@@ -141,6 +143,12 @@ struct LlmTotals {
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
   double cost_usd = 0.0;
+
+  // Adds `other` field by field (the totals of several clients or sessions).
+  LlmTotals& operator+=(const LlmTotals& other);
+  // One finished exchange as totals: a request; a failure when it ended in
+  // an error, else its reply's tokens and cost.
+  static LlmTotals Of(const LlmExchange& exchange);
 };
 
 // One finished exchange, for recording and replay. `request_hash` is a stable
@@ -203,6 +211,15 @@ class LlmClient {
   virtual void SetObserver(ExchangeObserver observer) = 0;
   // "openai", "anthropic", "replay", …
   virtual std::string provider() const = 0;
+  // What `input_tokens` in and `output_tokens` out of `model` (empty: the
+  // client's default model) would cost by the client's prices, for a budget
+  // that is checked before a request is sent; nullopt when the client knows
+  // no price for the model (the default).
+  virtual std::optional<double> EstimateCostUsd(std::string_view /*model*/,
+                                                int64_t /*input_tokens*/,
+                                                int64_t /*output_tokens*/) const {
+    return std::nullopt;
+  }
 };
 
 // Runs `request` on `client` and waits for the result. Must not be called on

@@ -137,6 +137,14 @@ class MockLlmServer {
     int64_t faults = 0;                 // replies that were faults
     int concurrent_requests = 0;        // requests read and not yet answered
     int max_concurrent_requests = 0;    // high-water mark of the above
+    // What a provider would bill: the usage of every reply the server wrote
+    // (refusals, truncated and malformed bodies included), counted when the
+    // reply is decided, before the latency is waited out, so that a reply
+    // the client stopped waiting for is billed all the same. Errors, resets
+    // and hangs bill nothing.
+    int64_t billed_replies = 0;
+    int64_t billed_input_tokens = 0;
+    int64_t billed_output_tokens = 0;
   };
 
   // Binds, listens and starts the threads. Errors: kUnavailable (the address

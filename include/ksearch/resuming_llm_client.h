@@ -43,6 +43,8 @@ class ResumingLlmClient final : public LlmClient {
   LlmTotals totals() const override;
   void SetObserver(ExchangeObserver observer) override;
   std::string provider() const override;  // the live client's
+  std::optional<double> EstimateCostUsd(std::string_view model, int64_t input_tokens,
+                                        int64_t output_tokens) const override;  // the live client's
 
   // Requests answered from the store, and sent to the live client.
   int64_t replayed() const;

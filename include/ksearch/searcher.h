@@ -20,8 +20,8 @@
 //     }
 //     for (int round = 1; run.MayStartRound(round); ++round) {
 //       if (!run.BeginRound(round, seed_ids)) break;
-//       … ask context.ideas / context.brancher (cancel: run.generation_cancel()),
-//         run.AddUsage(result), run.ProposeIdea(idea) …
+//       … ask context.ideas / context.brancher (cancel: run.generation_cancel(),
+//         spending: run.spending()), run.AddUsage(result), run.ProposeIdea(idea) …
 //       for (const HistoryEntry* e : run.Evaluate(std::move(candidates))) …
 //       … SearchRun::SetIdeaOutcome(&idea, parent, branches, asked, notes);
 //         run.summary().history.ideas.push_back(idea) …
@@ -55,11 +55,14 @@ namespace ksearch {
 
 // Every limit is off when zero; limits compose: a run stops at the first one
 // reached. Rounds and candidates are checked before work is started (a round
-// is not begun past max_rounds; no candidate is judged past max_candidates);
-// the others are checked continuously, and work in flight when one is reached
-// is cancelled (wall time, GPU time, target) or, for tokens and money, the
-// requests in flight are cancelled while what was already written is still
-// judged. docs/search.md has the details per strategy.
+// is not begun past max_rounds; no candidate is judged past max_candidates).
+// Tokens and money are checked before each model request is sent
+// (SpendingGate: a request is sent only when its prompt, estimated, plus its
+// maximum output fits in what is left); the run stops at the first request
+// that does not fit, and the requests in flight then finish, are counted and
+// their kernels judged. The others are checked continuously, and work in
+// flight when one is reached is cancelled (wall time, GPU time, target).
+// docs/search.md has the details per strategy.
 struct SearchBudget {
   int max_rounds = 0;             // rounds (SequentialRefineSearch: steps)
   int64_t max_candidates = 0;     // candidates judged, duplicates included
@@ -198,12 +201,16 @@ struct SearchContext {
 // - ranking (Faster, Tied, Earlier) and idea outcomes in words
 //   (SetIdeaOutcome), the same for every strategy.
 //
-// Stopping. The first reason wins. Every stop sets generation_cancel(), which
-// generator calls should watch; a stop that must not wait for the work in
-// flight (interrupted, wall time, GPU time, target, observer, failure) also
-// sets evaluation_cancel(), which Evaluate() hands to the evaluator. The
-// token, money and candidate budgets leave evaluations running: what was
-// written is paid for and is still judged. kCompleted and kBudgetRounds
+// Stopping. The first reason wins; a strategy starts no generator call once
+// stopped() is set. Every stop but the token and money budgets sets
+// generation_cancel(), which generator calls should watch; a stop that must
+// not wait for the work in flight (interrupted, wall time, GPU time, target,
+// observer, failure) also sets evaluation_cancel(), which Evaluate() hands
+// to the evaluator. The token and money budgets cancel nothing: a provider
+// bills a reply it has begun whether or not the client waits, so requests
+// in flight finish, their usage is counted and their kernels are judged
+// (spending() sends nothing new). The candidate budget leaves evaluations
+// running: what was written is still judged. kCompleted and kBudgetRounds
 // cancel nothing (they are reached between rounds).
 //
 // Thread safety: a SearchRun is used by one thread, the strategy's (the one
@@ -242,6 +249,10 @@ class SearchRun {
   // cancel of an Evaluate that the strategy makes itself.
   const std::atomic<bool>* generation_cancel() const;
   const std::atomic<bool>* evaluation_cancel() const;
+  // Hand this to generator calls too (IdeaRequest/BranchRequest::spending):
+  // the gate of the run's token and money budgets. CheckLimits() stops the
+  // run once it has refused a request.
+  SpendingGate* spending();
   // Stops the run for `reason` (see the class comment for what it cancels).
   // A later reason does not replace an earlier one.
   void Stop(TerminationReason reason);

@@ -75,7 +75,8 @@ StatusOr<LaunchPlan> ParsePlan(const JsonNode& root) {
   KSEARCH_ASSIGN_OR_RETURN(auto items, launches.Array());
   if (items.empty()) return launches.Error("a plan needs at least one launch");
   for (const JsonNode& item : items) {
-    KSEARCH_RETURN_IF_ERROR(item.CheckKeys({"kernel", "grid", "block", "shared_bytes", "args"}));
+    KSEARCH_RETURN_IF_ERROR(item.CheckKeys({"kernel", "grid", "block", "shared_bytes", "cluster",
+                                            "non_portable_cluster_size", "args"}));
     LaunchSpec launch;
     KSEARCH_ASSIGN_OR_RETURN(JsonNode kernel, item.Required("kernel"));
     KSEARCH_ASSIGN_OR_RETURN(launch.kernel, kernel.String());
@@ -87,6 +88,17 @@ StatusOr<LaunchPlan> ParsePlan(const JsonNode& root) {
     KSEARCH_ASSIGN_OR_RETURN(auto shared, item.Find("shared_bytes"));
     if (shared) {
       KSEARCH_ASSIGN_OR_RETURN(launch.shared_bytes, shared->Expression());
+    }
+    KSEARCH_ASSIGN_OR_RETURN(auto cluster, item.Find("cluster"));
+    if (cluster) {
+      KSEARCH_ASSIGN_OR_RETURN(launch.cluster, ParseDim3(*cluster));
+    }
+    KSEARCH_ASSIGN_OR_RETURN(auto non_portable, item.Find("non_portable_cluster_size"));
+    if (non_portable) {
+      KSEARCH_ASSIGN_OR_RETURN(launch.non_portable_cluster_size, non_portable->Bool());
+      if (launch.non_portable_cluster_size && launch.cluster.empty()) {
+        return non_portable->Error("allows clusters above 8 blocks, but the launch has no \"cluster\"");
+      }
     }
     KSEARCH_ASSIGN_OR_RETURN(JsonNode args, item.Required("args"));
     KSEARCH_ASSIGN_OR_RETURN(auto arg_items, args.Array());
@@ -150,11 +162,16 @@ boost::json::object PlanToJsonObject(const LaunchPlan& plan) {
         args.push_back(boost::json::value(arg));
       }
     }
-    launches.push_back(boost::json::object{{"kernel", l.kernel},
-                                           {"grid", std::move(grid)},
-                                           {"block", std::move(block)},
-                                           {"shared_bytes", l.shared_bytes},
-                                           {"args", std::move(args)}});
+    boost::json::object launch{{"kernel", l.kernel},
+                               {"grid", std::move(grid)},
+                               {"block", std::move(block)},
+                               {"shared_bytes", l.shared_bytes}};
+    // Only when set, so that the canonical text (and the content hash) of a
+    // plan without a cluster is what it always was.
+    if (!l.cluster.empty()) launch["cluster"] = boost::json::array(l.cluster.begin(), l.cluster.end());
+    if (l.non_portable_cluster_size) launch["non_portable_cluster_size"] = true;
+    launch["args"] = std::move(args);
+    launches.push_back(std::move(launch));
   }
   root["launches"] = std::move(launches);
   return root;

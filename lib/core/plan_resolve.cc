@@ -176,6 +176,7 @@ Status CheckPlanCaps(const LaunchPlan& plan) {
     };
     KSEARCH_RETURN_IF_ERROR(check_dim3("grid", spec.grid));
     KSEARCH_RETURN_IF_ERROR(check_dim3("block", spec.block));
+    KSEARCH_RETURN_IF_ERROR(check_dim3("cluster", spec.cluster));
     KSEARCH_RETURN_IF_ERROR(
         CheckLength(prefix + ".shared_bytes", spec.shared_bytes, kMaxExpressionLength));
     if (spec.args.size() > kMaxArgsPerLaunch) {
@@ -363,6 +364,49 @@ StatusOr<ResolvedArg> ResolveTensorMap(const Problem& problem, const LaunchPlan&
   }
   return arg;
 }
+
+// The launch's cluster, checked against its grid (which must be resolved).
+Status ResolveCluster(const LaunchSpec& spec, const std::vector<std::pair<std::string, int64_t>>& values,
+                      const std::string& prefix, ResolvedLaunch* launch) {
+  launch->non_portable_cluster_size = spec.non_portable_cluster_size;
+  if (spec.cluster.empty()) {
+    if (spec.non_portable_cluster_size) {
+      return InvalidArgumentError(prefix + ".non_portable_cluster_size: set, but the launch has no cluster");
+    }
+    return Status::Ok();
+  }
+  if (spec.cluster.size() != 3) {
+    return InvalidArgumentError(prefix + ".cluster: needs three entries [x, y, z]");
+  }
+  static constexpr const char* kAxis[3] = {"x", "y", "z"};
+  for (int d = 0; d < 3; ++d) {
+    const std::string field = prefix + ".cluster[" + std::to_string(d) + "]";
+    KSEARCH_ASSIGN_OR_RETURN(int64_t c, Eval(field, spec.cluster[d], values));
+    if (c < 1 || c > kMaxClusterSize) {
+      return InvalidArgumentError(field + ": '" + spec.cluster[d] + "' = " + std::to_string(c) +
+                                  " (must be 1.." + std::to_string(kMaxClusterSize) + ")");
+    }
+    if (launch->grid[d] % c != 0) {
+      return InvalidArgumentError(field + ": '" + spec.cluster[d] + "' = " + std::to_string(c) +
+                                  " does not divide grid[" + std::to_string(d) + "] = " +
+                                  std::to_string(launch->grid[d]) + ": the grid's " + kAxis[d] +
+                                  " must be a whole number of clusters");
+    }
+    launch->cluster[d] = static_cast<uint32_t>(c);
+  }
+  const int64_t size = launch->ClusterSize();
+  const int64_t limit = spec.non_portable_cluster_size ? kMaxClusterSize : kPortableClusterSize;
+  if (size > limit) {
+    return InvalidArgumentError(
+        prefix + ".cluster: " + std::to_string(size) + " blocks per cluster, above the " +
+        (spec.non_portable_cluster_size
+             ? "largest any GPU allows (" + std::to_string(kMaxClusterSize) + ")"
+             : "portable limit of " + std::to_string(kPortableClusterSize) +
+                   " (add \"non_portable_cluster_size\": true for up to " +
+                   std::to_string(kMaxClusterSize) + " where the GPU allows it)"));
+  }
+  return Status::Ok();
+}
 }  // namespace
 
 StatusOr<ResolvedPlan> ResolvePlan(const Problem& problem, const LaunchPlan& plan) {
@@ -446,6 +490,7 @@ StatusOr<ResolvedPlan> ResolvePlan(const Problem& problem, const LaunchPlan& pla
       return InvalidArgumentError(prefix + ".shared_bytes: '" + spec.shared_bytes + "' = " +
                                   std::to_string(launch.shared_bytes) + " (must be >= 0)");
     }
+    KSEARCH_RETURN_IF_ERROR(ResolveCluster(spec, values, prefix, &launch));
     for (size_t a = 0; a < spec.args.size(); ++a) {
       const std::string& text = spec.args[a];
       std::string field = prefix + ".args[" + std::to_string(a) + "]";

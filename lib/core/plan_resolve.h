@@ -98,13 +98,24 @@ struct ResolvedArg {
   }
 };
 
+// Blocks per thread-block cluster: the most every GPU with clusters runs
+// (CUDA's portable size), and the most any GPU runs with the non-portable
+// opt-in (sm_90 and sm_100: 16).
+inline constexpr int64_t kPortableClusterSize = 8;
+inline constexpr int64_t kMaxClusterSize = 16;
+
 struct ResolvedLaunch {
   std::string kernel;
   std::array<uint32_t, 3> grid{};
   std::array<uint32_t, 3> block{};
   int64_t shared_bytes = 0;
+  // Blocks per cluster in x, y, z; all zero when the plan asks for none.
+  std::array<uint32_t, 3> cluster{};
+  bool non_portable_cluster_size = false;
   std::vector<ResolvedArg> args;
   int64_t Threads() const { return int64_t{block[0]} * block[1] * block[2]; }
+  bool HasCluster() const { return cluster[0] > 0; }
+  int64_t ClusterSize() const { return int64_t{cluster[0]} * cluster[1] * cluster[2]; }
 };
 
 struct ResolvedPlan {
@@ -150,7 +161,10 @@ std::vector<std::pair<std::string, int64_t>> PlanValues(const Problem& problem,
 // the tensor exactly, whose strides are not multiples of 16 bytes (or reach
 // 2^40), with a box entry outside 1..256 or larger than the map's dimension,
 // a box whose inner dimension is not a multiple of 16 bytes or exceeds the
-// swizzle span (32, 64 or 128 bytes), or NaN fill over an integer tensor.
+// swizzle span (32, 64 or 128 bytes), or NaN fill over an integer tensor;
+// and a cluster with a dimension below 1, one that does not divide the
+// grid's, or more blocks than kPortableClusterSize (kMaxClusterSize with
+// non_portable_cluster_size).
 StatusOr<ResolvedPlan> ResolvePlan(const Problem& problem, const LaunchPlan& plan);
 
 // -D defines for the plan's params ("-DBLOCK=256").

@@ -53,4 +53,38 @@ std::string MissingKernel(size_t launch, const std::string& kernel, const std::s
          "; is the kernel declared extern \"C\" __global__?)";
 }
 
+namespace {
+
+std::string Dim3Text(const std::array<uint32_t, 3>& d, const char* open, const char* close) {
+  return open + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + close;
+}
+
+}  // namespace
+
+std::string ClusterMismatch(size_t index, const ResolvedLaunch& launch,
+                            const std::array<uint32_t, 3>& compiled, int cc) {
+  const std::string where = "launches[" + std::to_string(index) + "] (" + launch.kernel + ")";
+  const bool declared = compiled[0] > 0;
+  if (launch.HasCluster() && cc > 0 && cc < 90) {
+    return where + ": clusters need sm_90 or newer, and the kernel is built for sm_" +
+           std::to_string(cc);
+  }
+  if (launch.HasCluster() && declared && launch.cluster != compiled) {
+    return where + ": the plan asks for cluster " + Dim3Text(launch.cluster, "[", "]") +
+           " but the kernel declares " + Dim3Text(compiled, "__cluster_dims__(", ")") +
+           "; drop \"cluster\" from the plan or make the two agree";
+  }
+  if (declared) {
+    static constexpr const char* kAxis[3] = {"x", "y", "z"};
+    for (int d = 0; d < 3; ++d) {
+      if (launch.grid[d] % compiled[d] != 0) {
+        return where + ": grid " + Dim3Text(launch.grid, "[", "]") +
+               " is not a whole number of the kernel's " +
+               Dim3Text(compiled, "__cluster_dims__(", ")") + " (" + kAxis[d] + ")";
+      }
+    }
+  }
+  return "";
+}
+
 }  // namespace ksearch::internal

@@ -1,11 +1,13 @@
-// The rule that a launch's arguments match its kernel's parameters, shared by
-// the GPU judge (sizes from cuFuncGetParamInfo) and the compile-only judge
-// (sizes read from the cubin, cuda/cubin_info.h).
+// The rules that a launch's arguments match its kernel's parameters and its
+// cluster the kernel's, shared by the GPU judge (sizes and cluster from the
+// driver) and the compile-only judge (read from the cubin,
+// cuda/cubin_info.h).
 //
 // Thread safety: a pure function; safe from any thread.
 #ifndef KSEARCH_CORE_PLAN_SIGNATURE_H_
 #define KSEARCH_CORE_PLAN_SIGNATURE_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -31,6 +33,21 @@ namespace ksearch::internal {
 // 128-byte parameter, says which is which and how to declare or write it.
 std::string ArgumentMismatch(size_t index, const LaunchSpec& spec, const ResolvedLaunch& launch,
                              std::span<const int64_t> param_sizes);
+
+// Empty when launches[index]'s cluster agrees with its kernel: `compiled`
+// is the kernel's __cluster_dims__ (all zero: none; from the driver's
+// CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_* or the cubin, cuda/cubin_info.h) and
+// `cc` the compute capability the kernel is built for (90 for sm_90).
+// Otherwise the reason, for an invalid_plan verdict:
+//   launches[0] (k): clusters need sm_90 or newer, and the kernel is built
+//   for sm_80
+//   launches[0] (k): the plan asks for cluster [4, 1, 1] but the kernel
+//   declares __cluster_dims__(2, 1, 1); drop "cluster" from the plan or
+//   make the two agree
+//   launches[0] (k): grid [6, 1, 1] is not a whole number of the kernel's
+//   __cluster_dims__(4, 1, 1) (x)
+std::string ClusterMismatch(size_t index, const ResolvedLaunch& launch,
+                            const std::array<uint32_t, 3>& compiled, int cc);
 
 // Why launches[launch]'s kernel is missing, naming the candidate (for
 // `ksearch eval`, the source file) and the entry points its source has:

@@ -23,6 +23,10 @@ constexpr uint8_t kKparamInfo = 0x17;
 constexpr uint8_t kCbankParamSize = 0x19;
 // SVAL: u32 index, u16 ordinal, u16 offset, u16 size, u16 flags.
 constexpr uint8_t kKparamInfoV2 = 0x45;
+// SVAL: u32 x, u32 y, u32 z: the __cluster_dims__ the kernel was compiled
+// with (EIATTR_CTA_PER_CLUSTER, beside an EIATTR_EXPLICIT_CLUSTER NVAL; read
+// from ptxas 13.0 cubins for sm_90).
+constexpr uint8_t kCtaPerCluster = 0x3d;
 
 constexpr std::string_view kInfoPrefix = ".nv.info.";
 
@@ -107,6 +111,16 @@ StatusOr<KernelSignature> ReadInfoSection(std::string_view name, std::string_vie
       uint64_t size = attribute == kKparamInfo ? flags >> 18 : flags & 0xffff;
       records.push_back(
           {ordinal, KernelParam{static_cast<int64_t>(offset), static_cast<int64_t>(size)}});
+    } else if (attribute == kCtaPerCluster) {
+      uint64_t dims[3] = {};
+      for (int d = 0; d < 3; ++d) {
+        if (!Read(data, 4 * static_cast<uint64_t>(d), 4, &dims[d]) || dims[d] < 1 ||
+            dims[d] > 1024) {
+          return error("a cluster record of " + std::to_string(value) +
+                       " bytes that does not hold three sizes");
+        }
+        signature.cluster_dims[d] = static_cast<uint32_t>(dims[d]);
+      }
     } else if (attribute == kParamCbank) {
       uint64_t bytes = 0;
       if (!Read(data, 6, 2, &bytes)) {

@@ -7,7 +7,8 @@
 // gives each parameter's ordinal, offset and size, and EIATTR_CBANK_PARAM_SIZE
 // the total. Checked against cuobjdump's decoding and cuFuncGetParamInfo on an
 // H200 for pointers, scalars, structs by value, __grid_constant__ and 30 KB
-// parameters.
+// parameters. EIATTR_CTA_PER_CLUSTER gives a kernel's __cluster_dims__
+// (read from ptxas 13.0 cubins for sm_90, with and without the attribute).
 //
 // The bytes come from a compiler run on untrusted source: every read is
 // bounds-checked, and a layout that does not add up (records past the
@@ -18,6 +19,7 @@
 #ifndef KSEARCH_CUDA_CUBIN_INFO_H_
 #define KSEARCH_CUDA_CUBIN_INFO_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,6 +40,9 @@ struct KernelSignature {
   // EIATTR_CBANK_PARAM_SIZE: bytes of the whole parameter block; 0 when the
   // cubin does not say (a kernel without parameters).
   int64_t param_bytes = 0;
+  // EIATTR_CTA_PER_CLUSTER: the __cluster_dims__ the kernel was compiled
+  // with; all zero when it declares none.
+  std::array<uint32_t, 3> cluster_dims{};
 };
 
 // Sizes of the parameters in declaration order.

@@ -45,6 +45,8 @@ namespace ksearch::internal {
   X(cuFuncSetAttribute)                  \
   X(cuFuncGetParamInfo)                  \
   X(cuLaunchKernel)                      \
+  X(cuLaunchKernelEx)                    \
+  X(cuOccupancyMaxActiveClusters)        \
   X(cuMemAlloc)                          \
   X(cuMemFree)                           \
   X(cuMemGetInfo)                        \

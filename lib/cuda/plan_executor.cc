@@ -111,6 +111,11 @@ StatusOr<PlanExecutor> PlanExecutor::Bind(const DriverApi& api, const Module& mo
     k.static_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
     k.local_bytes = attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
     k.max_threads_per_block = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    k.binary_version = attribute(CU_FUNC_ATTRIBUTE_BINARY_VERSION);
+    k.cluster_dims = {static_cast<uint32_t>(attribute(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH)),
+                      static_cast<uint32_t>(attribute(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT)),
+                      static_cast<uint32_t>(attribute(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH))};
+    if (k.cluster_dims[0] == 0 || k.cluster_dims[1] == 0 || k.cluster_dims[2] == 0) k.cluster_dims = {};
     executor.kernels_.push_back(k);
   }
   return executor;
@@ -145,8 +150,66 @@ Status PlanExecutor::Fit(const ResolvedPlan& resolved, int64_t optin_shared_byte
       }
       k.dynamic_shared_allowed = launch.shared_bytes;
     }
+    KSEARCH_RETURN_IF_ERROR(FitCluster(l, launch, k));
   }
   return Status::Ok();
+}
+
+Status PlanExecutor::FitCluster(size_t index, const ResolvedLaunch& launch, BoundKernel& k) {
+  const bool declared = k.cluster_dims[0] > 0;
+  if (!launch.HasCluster() && !declared) return Status::Ok();
+  if (std::string why = ClusterMismatch(index, launch, k.cluster_dims, k.binary_version); !why.empty()) {
+    return InvalidArgumentError(why);
+  }
+  if (launch.HasCluster() && launch.ClusterSize() > kPortableClusterSize && !k.non_portable_cluster_allowed) {
+    CUresult r = api_->cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+    if (r != CUDA_SUCCESS) {
+      return ResourceExhaustedError(Where(index, launch) + ": clusters of " + std::to_string(launch.ClusterSize()) +
+                                    " blocks need the non-portable size, which the GPU refuses: " + CudaErrorText(r));
+    }
+    k.non_portable_cluster_allowed = true;
+  }
+  // The kernel's own __cluster_dims__ apply when the plan gives none (or
+  // the same): the query then takes no cluster attribute.
+  CUlaunchAttribute attribute{};
+  CUlaunchConfig config = LaunchConfig(launch, nullptr, !declared, &attribute);
+  int clusters = 0;
+  CUresult r = api_->cuOccupancyMaxActiveClusters(&clusters, k.function, &config);
+  const std::array<uint32_t, 3>& dims = declared ? k.cluster_dims : launch.cluster;
+  const std::string what = "a cluster of " + std::to_string(int64_t{dims[0]} * dims[1] * dims[2]) + " blocks of " +
+                           std::to_string(launch.Threads()) + " threads with " +
+                           std::to_string(k.static_shared_bytes + launch.shared_bytes) + " B of shared memory each";
+  if (r != CUDA_SUCCESS) {
+    return ResourceExhaustedError(Where(index, launch) + ": " + what +
+                                  " cannot run on this GPU (cuOccupancyMaxActiveClusters: " + CudaErrorText(r) + ")");
+  }
+  if (clusters == 0) {
+    return ResourceExhaustedError(Where(index, launch) + ": " + what +
+                                  " does not fit on this GPU (cuOccupancyMaxActiveClusters = 0)");
+  }
+  return Status::Ok();
+}
+
+CUlaunchConfig PlanExecutor::LaunchConfig(const ResolvedLaunch& launch, CUstream stream, bool with_cluster,
+                                          CUlaunchAttribute* attribute) {
+  CUlaunchConfig config{};
+  config.gridDimX = launch.grid[0];
+  config.gridDimY = launch.grid[1];
+  config.gridDimZ = launch.grid[2];
+  config.blockDimX = launch.block[0];
+  config.blockDimY = launch.block[1];
+  config.blockDimZ = launch.block[2];
+  config.sharedMemBytes = static_cast<unsigned>(launch.shared_bytes);
+  config.hStream = stream;
+  if (with_cluster && launch.HasCluster()) {
+    attribute->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute->value.clusterDim.x = launch.cluster[0];
+    attribute->value.clusterDim.y = launch.cluster[1];
+    attribute->value.clusterDim.z = launch.cluster[2];
+    config.attrs = attribute;
+    config.numAttrs = 1;
+  }
+  return config;
 }
 
 CUresult PlanExecutor::EncodeCached(const ResolvedTensorMap& map, CUdeviceptr address, void* out) const {
@@ -194,10 +257,16 @@ CUresult PlanExecutor::Launch(const ResolvedPlan& resolved, CUstream stream,
       }
       return encoded;
     }
-    CUresult r = api_->cuLaunchKernel(kernels_[l].function, launch.grid[0], launch.grid[1], launch.grid[2],
-                                      launch.block[0], launch.block[1], launch.block[2],
-                                      static_cast<unsigned>(launch.shared_bytes), stream, args.data(),
-                                      nullptr);
+    CUresult r = CUDA_SUCCESS;
+    if (launch.HasCluster() && kernels_[l].cluster_dims[0] == 0) {
+      CUlaunchAttribute attribute{};
+      CUlaunchConfig config = LaunchConfig(launch, stream, true, &attribute);
+      r = api_->cuLaunchKernelEx(&config, kernels_[l].function, args.data(), nullptr);
+    } else {
+      r = api_->cuLaunchKernel(kernels_[l].function, launch.grid[0], launch.grid[1], launch.grid[2], launch.block[0],
+                               launch.block[1], launch.block[2], static_cast<unsigned>(launch.shared_bytes), stream,
+                               args.data(), nullptr);
+    }
     if (r != CUDA_SUCCESS) {
       if (failed_kernel) *failed_kernel = launch.kernel;
       return r;

@@ -16,6 +16,7 @@
 #ifndef KSEARCH_CUDA_PLAN_EXECUTOR_H_
 #define KSEARCH_CUDA_PLAN_EXECUTOR_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,12 @@ struct BoundKernel {
   // The dynamic shared memory the kernel may use; raised by Fit past the
   // 48 KiB every kernel starts with.
   int64_t dynamic_shared_allowed = 48 * 1024;
+  // The __cluster_dims__ the kernel was compiled with (all zero: none), and
+  // the compute capability its binary is for (90 for sm_90).
+  std::array<uint32_t, 3> cluster_dims{};
+  int binary_version = 0;
+  // Whether Fit allowed clusters above the portable size.
+  bool non_portable_cluster_allowed = false;
 };
 
 // A map setting as the driver takes it and as C++ spells it, from one table,
@@ -78,12 +85,20 @@ class PlanExecutor {
   // Checks `resolved` (this plan at any dims) against every kernel's limits:
   // threads per block (which registers bound) and static + dynamic shared
   // memory within `optin_shared_bytes`; raises a kernel's dynamic shared
-  // memory attribute when a launch needs more than it allows. Errors:
-  // kResourceExhausted naming the launch and both numbers; the driver's
-  // error for the attribute, as kResourceExhausted.
+  // memory attribute when a launch needs more than it allows. A launch with
+  // a cluster (the plan's or the kernel's __cluster_dims__) is checked
+  // against the kernel (ClusterMismatch: kInvalidArgument), allowed past the
+  // portable size when the plan opts in, and must fit on the device: at
+  // least one such cluster resident at once (cuOccupancyMaxActiveClusters).
+  // Errors: kInvalidArgument for a cluster the kernel contradicts;
+  // kResourceExhausted naming the launch and both numbers, or a cluster
+  // that does not fit; the driver's error for an attribute, as
+  // kResourceExhausted.
   Status Fit(const ResolvedPlan& resolved, int64_t optin_shared_bytes);
 
-  // Launches every launch of `resolved` on `stream`, in order, with tensor
+  // Launches every launch of `resolved` on `stream`, in order (a launch with
+  // a cluster the kernel does not declare through cuLaunchKernelEx with
+  // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION), with tensor
   // and workspace arguments taken from `tensors` (indexed like
   // Problem::tensors) and `workspace` (like the plan's workspace). A tensor
   // map is encoded over the address in `tensors` and the extent ResolvePlan
@@ -114,6 +129,13 @@ class PlanExecutor {
     size_t next = 0;
     static constexpr size_t kMaxEntries = 64;
   };
+  // Fit's cluster part for launches[index] and its kernel.
+  Status FitCluster(size_t index, const ResolvedLaunch& launch, BoundKernel& k);
+  // The launch's configuration for cuLaunchKernelEx and the occupancy
+  // query; with `with_cluster`, its cluster in `attribute`, which must
+  // outlive the configuration.
+  static CUlaunchConfig LaunchConfig(const ResolvedLaunch& launch, CUstream stream, bool with_cluster,
+                                     CUlaunchAttribute* attribute);
   // Writes the map over `address` into `out`, from the cache or the driver.
   CUresult EncodeCached(const ResolvedTensorMap& map, CUdeviceptr address, void* out) const;
 

@@ -78,7 +78,10 @@ std::unique_ptr<PreparedPlan> LocalEvaluator::Prepare(const CompileResult& compi
   Status fits = prepared->executor.Fit(
       prepared->resolved, ctx_->Attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
   if (!fits.ok()) {
-    failure->status = EvalStatus::kResourceLimit;
+    // A cluster the kernel contradicts is the plan's fault; the rest is the
+    // device's limits.
+    failure->status = fits.code() == StatusCode::kInvalidArgument ? EvalStatus::kInvalidPlan
+                                                                  : EvalStatus::kResourceLimit;
     failure->message = fits.message();
     return nullptr;
   }

@@ -267,18 +267,39 @@ bool MentionsHostTypes(std::string_view text) {
   return false;
 }
 
-// The name of a function defined by `header` ("… name(" → "name").
+// The name of a function defined by `header` ("… name(" → "name"): the
+// identifier before the first parenthesis that is not an attribute's
+// (__launch_bounds__(256), __cluster_dims__(2, 1, 1), __attribute__((…)),
+// alignas(16), __align__(16)).
 std::string FunctionName(std::string_view header) {
-  size_t paren = header.find('(');
-  if (paren == std::string_view::npos) return "";
-  size_t end = paren;
-  while (end > 0 && std::isspace(static_cast<unsigned char>(header[end - 1]))) --end;
-  size_t begin = end;
-  while (begin > 0 && (std::isalnum(static_cast<unsigned char>(header[begin - 1])) ||
-                       header[begin - 1] == '_')) {
-    --begin;
+  static constexpr std::string_view kAttributes[] = {"__launch_bounds__", "__cluster_dims__",
+                                                     "__attribute__", "__declspec", "alignas",
+                                                     "__align__", "__maxnreg__"};
+  size_t from = 0;
+  for (;;) {
+    size_t paren = header.find('(', from);
+    if (paren == std::string_view::npos) return "";
+    size_t end = paren;
+    while (end > 0 && std::isspace(static_cast<unsigned char>(header[end - 1]))) --end;
+    size_t begin = end;
+    while (begin > 0 && (std::isalnum(static_cast<unsigned char>(header[begin - 1])) ||
+                         header[begin - 1] == '_')) {
+      --begin;
+    }
+    std::string_view name = header.substr(begin, end - begin);
+    if (std::find(std::begin(kAttributes), std::end(kAttributes), name) == std::end(kAttributes)) {
+      return std::string(name);
+    }
+    // Past the attribute's balanced parentheses.
+    int depth = 0;
+    size_t i = paren;
+    for (; i < header.size(); ++i) {
+      if (header[i] == '(') ++depth;
+      if (header[i] == ')' && --depth == 0) break;
+    }
+    if (i >= header.size()) return "";
+    from = i + 1;
   }
-  return std::string(header.substr(begin, end - begin));
 }
 
 std::string TrimLeft(std::string_view text) {

@@ -396,6 +396,13 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
   std::string provider() const { return provider_; }
   std::string base_url() const { return url_.ToString(); }
 
+  std::optional<double> EstimateCostUsd(std::string_view model, int64_t input_tokens,
+                                        int64_t output_tokens) const {
+    if (model.empty()) model = options_.default_model;
+    if (options_.prices.Find(model) == nullptr) return std::nullopt;
+    return options_.prices.CostUsd(model, input_tokens, output_tokens);
+  }
+
  private:
   enum class Phase { kNew, kQueued, kRunning, kBackoff, kDone };
 
@@ -1014,6 +1021,10 @@ void HttpLlmClient::SetObserver(ExchangeObserver observer) {
   impl_->SetObserver(std::move(observer));
 }
 std::string HttpLlmClient::provider() const { return impl_->provider(); }
+std::optional<double> HttpLlmClient::EstimateCostUsd(std::string_view model, int64_t input_tokens,
+                                                     int64_t output_tokens) const {
+  return impl_->EstimateCostUsd(model, input_tokens, output_tokens);
+}
 HttpLlmClient::Stats HttpLlmClient::stats() const { return impl_->stats(); }
 std::string HttpLlmClient::base_url() const { return impl_->base_url(); }
 

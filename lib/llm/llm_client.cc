@@ -130,6 +130,28 @@ ModelTraits TraitsOfModel(std::string_view provider, std::string_view model) {
   return ModelTraits{};
 }
 
+LlmTotals& LlmTotals::operator+=(const LlmTotals& other) {
+  requests += other.requests;
+  failures += other.failures;
+  input_tokens += other.input_tokens;
+  output_tokens += other.output_tokens;
+  cost_usd += other.cost_usd;
+  return *this;
+}
+
+LlmTotals LlmTotals::Of(const LlmExchange& exchange) {
+  LlmTotals totals;
+  totals.requests = 1;
+  if (!exchange.response.ok()) {
+    totals.failures = 1;
+    return totals;
+  }
+  totals.input_tokens = exchange.response->input_tokens;
+  totals.output_tokens = exchange.response->output_tokens;
+  totals.cost_usd = exchange.response->cost_usd;
+  return totals;
+}
+
 LlmFailureScope FailureScope(const Status& status) {
   switch (status.code()) {
     case StatusCode::kOutOfRange:

@@ -184,6 +184,13 @@ class MockLlmServerImpl {
     rules_.clear();
   }
 
+  // With mutex_ held: a reply written with this usage.
+  void BillLocked(int64_t input_tokens, int64_t output_tokens) {
+    ++billed_replies_;
+    billed_input_tokens_ += input_tokens;
+    billed_output_tokens_ += output_tokens;
+  }
+
   MockLlmServer::Counters counters() const {
     MockLlmServer::Counters c;
     c.requests = requests_.load();
@@ -191,6 +198,10 @@ class MockLlmServerImpl {
     c.faults = faults_.load();
     c.concurrent_requests = concurrent_.load();
     c.max_concurrent_requests = max_concurrent_.load();
+    std::lock_guard<std::mutex> lock(mutex_);
+    c.billed_replies = billed_replies_;
+    c.billed_input_tokens = billed_input_tokens_;
+    c.billed_output_tokens = billed_output_tokens_;
     return c;
   }
 
@@ -241,6 +252,10 @@ class MockLlmServerImpl {
   MockReply default_reply_;
   std::deque<MockRequest> history_;
   std::vector<std::weak_ptr<SessionBase>> sessions_;
+  // Counters::billed_*, under mutex_.
+  int64_t billed_replies_ = 0;
+  int64_t billed_input_tokens_ = 0;
+  int64_t billed_output_tokens_ = 0;
 
   std::atomic<int64_t> requests_{0};
   std::atomic<int64_t> connections_{0};
@@ -579,6 +594,8 @@ Plan MockLlmServerImpl::Decide(const http::request<http::string_body>& request) 
     return plan;
   }
   if (reply.fault == MockFault::kRefusal) {
+    // The usage BuildOpenAiRefusal reports, and the Anthropic one below.
+    BillLocked(20, openai ? 10 : 5);
     plan.body = openai ? llm::BuildOpenAiRefusal("I'm sorry, but I can't help with that.",
                                                  parsed->model)
                        : llm::BuildAnthropicReply("", FinishReason::kOther, 20, 5, parsed->model);
@@ -606,6 +623,7 @@ Plan MockLlmServerImpl::Decide(const http::request<http::string_body>& request) 
   const int64_t output_tokens = reply.output_tokens >= 0
                                     ? reply.output_tokens
                                     : static_cast<int64_t>(content.size() / 4 + 1);
+  BillLocked(input_tokens, output_tokens);
   plan.body = openai ? llm::BuildOpenAiReply(content, reply.finish_reason, input_tokens,
                                              output_tokens, parsed->model)
                      : llm::BuildAnthropicReply(content, reply.finish_reason, input_tokens,

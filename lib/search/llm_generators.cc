@@ -14,6 +14,7 @@
 #include "core/json_util.h"
 #include "ksearch/kernel_blocks.h"
 #include "ksearch/strategies.h"
+#include "search/idea_reply.h"
 #include "search/prompts.h"
 
 namespace ksearch {
@@ -38,6 +39,26 @@ struct Usage {
   int64_t output_tokens = 0;
   double cost_usd = 0.0;
 };
+
+// A request the run's SpendingGate refused: it was never sent.
+bool NotSent(const Status& status) {
+  return status.code() == StatusCode::kResourceExhausted &&
+         status.message().starts_with("not sent: ");
+}
+
+// A request that never reached the model: an outage, time-outs or rate
+// limits that outlasted the client's retries.
+bool Unreachable(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+      return true;
+    case StatusCode::kResourceExhausted:
+      return !NotSent(status);
+    default:
+      return false;
+  }
+}
 
 // What a client has billed, followed reply by reply. A reply the client
 // rejected (truncated, empty, refused) carries no usage in its error, yet it
@@ -81,17 +102,40 @@ class BillingTracker {
   LlmTotals last_;
 };
 
-// Issues every request at once and waits for all replies. Each reply's usage
-// goes to `sink` as it arrives (on the client's thread; rejected but billed
-// replies included, through `billing`), or into `usage` when there is no
-// sink. If `cancel` becomes true the pending requests are cancelled; the
-// replies that had arrived are still returned (they are paid for), the
-// others are kCancelled.
+// How the requests of one generator call are paid for: the call's cancel
+// flag; where each reply's usage goes (`sink`, on the client's thread,
+// rejected but billed replies included through `billing`; into `usage`
+// when there is no sink); the run's gate, which admits each request before
+// it is sent (may be null).
+struct Spend {
+  const std::atomic<bool>* cancel = nullptr;
+  UsageSink sink;
+  Usage* usage = nullptr;
+  std::shared_ptr<BillingTracker> billing;
+  SpendingGate* gate = nullptr;
+};
+
+// The most a request can cost: its prompt, estimated, and its whole output
+// limit, at the client's price.
+GeneratorUsage WorstCase(const LlmClient& client, const ChatRequest& request) {
+  std::vector<std::string_view> messages;
+  for (const ChatMessage& m : request.messages) messages.push_back(m.content);
+  GeneratorUsage worst;
+  worst.input_tokens = EstimatePromptTokens(request.system, messages);
+  worst.output_tokens = request.max_tokens;
+  worst.cost_usd = client.EstimateCostUsd(request.model, worst.input_tokens, worst.output_tokens)
+                       .value_or(0.0);
+  return worst;
+}
+
+// Issues every request the gate admits at once and waits for all replies; a
+// refused request's reply is the gate's kResourceExhausted ("not sent: …").
+// If `cancel` becomes true the pending requests are cancelled; the replies
+// that had arrived are still returned (they are paid for), the others are
+// kCancelled.
 std::vector<StatusOr<ChatResponse>> CompleteAll(LlmClient& client,
                                                 std::vector<ChatRequest> requests,
-                                                const std::atomic<bool>* cancel,
-                                                const UsageSink& sink, Usage* usage,
-                                                const std::shared_ptr<BillingTracker>& billing) {
+                                                const Spend& spend) {
   struct Shared {
     std::mutex mutex;
     std::condition_variable done;
@@ -103,24 +147,35 @@ std::vector<StatusOr<ChatResponse>> CompleteAll(LlmClient& client,
   shared->remaining = requests.size();
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < requests.size(); ++i) {
-    ids.push_back(client.Complete(std::move(requests[i]),
-                                  [shared, i, sink, billing](StatusOr<ChatResponse> r) {
-                                    // On the client's I/O thread.
-                                    GeneratorUsage cost = billing->Reply();
-                                    if (sink && (cost.input_tokens > 0 || cost.output_tokens > 0 ||
-                                                 cost.cost_usd > 0)) {
-                                      sink(cost);
-                                    }
-                                    std::lock_guard<std::mutex> lock(shared->mutex);
-                                    shared->results[i] = std::move(r);
-                                    if (--shared->remaining == 0) shared->done.notify_all();
-                                  }));
+    GeneratorUsage worst;
+    if (spend.gate) {
+      worst = WorstCase(client, requests[i]);
+      if (Status admitted = spend.gate->Admit(worst); !admitted.ok()) {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        shared->results[i] = std::move(admitted);
+        if (--shared->remaining == 0) shared->done.notify_all();
+        continue;
+      }
+    }
+    ids.push_back(client.Complete(
+        std::move(requests[i]), [shared, i, worst, sink = spend.sink, billing = spend.billing,
+                                 gate = spend.gate](StatusOr<ChatResponse> r) {
+          // On the client's I/O thread.
+          GeneratorUsage cost = billing->Reply();
+          if (gate) gate->Settle(worst, cost);
+          if (sink && (cost.input_tokens > 0 || cost.output_tokens > 0 || cost.cost_usd > 0)) {
+            sink(cost);
+          }
+          std::lock_guard<std::mutex> lock(shared->mutex);
+          shared->results[i] = std::move(r);
+          if (--shared->remaining == 0) shared->done.notify_all();
+        }));
   }
   bool cancelled = false;
   {
     std::unique_lock<std::mutex> lock(shared->mutex);
     while (shared->remaining > 0) {
-      if (!cancelled && cancel && cancel->load()) {
+      if (!cancelled && spend.cancel && spend.cancel->load()) {
         cancelled = true;
         lock.unlock();
         for (uint64_t id : ids) client.Cancel(id);
@@ -132,10 +187,10 @@ std::vector<StatusOr<ChatResponse>> CompleteAll(LlmClient& client,
   }
   std::vector<StatusOr<ChatResponse>> out;
   for (auto& r : shared->results) {
-    if (r->ok() && !sink) {
-      usage->input_tokens += (*r)->input_tokens;
-      usage->output_tokens += (*r)->output_tokens;
-      usage->cost_usd += (*r)->cost_usd;
+    if (r->ok() && !spend.sink) {
+      spend.usage->input_tokens += (*r)->input_tokens;
+      spend.usage->output_tokens += (*r)->output_tokens;
+      spend.usage->cost_usd += (*r)->cost_usd;
     }
     out.push_back(std::move(*r));
   }
@@ -146,20 +201,17 @@ std::vector<StatusOr<ChatResponse>> CompleteAll(LlmClient& client,
 // a context-length 400 rejected. `build(history_limit)` renders all requests.
 std::vector<StatusOr<ChatResponse>> CompleteWithContextRetry(
     LlmClient& client, const std::function<std::vector<ChatRequest>(int)>& build,
-    int history_limit, const std::atomic<bool>* cancel, const UsageSink& sink, Usage* usage,
-    const std::shared_ptr<BillingTracker>& billing) {
-  std::vector<StatusOr<ChatResponse>> replies =
-      CompleteAll(client, build(history_limit), cancel, sink, usage, billing);
+    int history_limit, const Spend& spend) {
+  std::vector<StatusOr<ChatResponse>> replies = CompleteAll(client, build(history_limit), spend);
   std::vector<size_t> again;
   for (size_t i = 0; i < replies.size(); ++i) {
     if (!replies[i].ok() && IsContextLengthError(replies[i].status())) again.push_back(i);
   }
-  if (again.empty() || (cancel && cancel->load())) return replies;
+  if (again.empty() || (spend.cancel && spend.cancel->load())) return replies;
   std::vector<ChatRequest> shorter = build(history_limit / 4);
   std::vector<ChatRequest> retry;
   for (size_t i : again) retry.push_back(std::move(shorter[i]));
-  std::vector<StatusOr<ChatResponse>> second =
-      CompleteAll(client, std::move(retry), cancel, sink, usage, billing);
+  std::vector<StatusOr<ChatResponse>> second = CompleteAll(client, std::move(retry), spend);
   for (size_t k = 0; k < again.size(); ++k) {
     if (second[k].ok()) {
       replies[again[k]] = std::move(second[k]);
@@ -181,98 +233,10 @@ std::string CategoryList(const std::vector<IdeaCategory>& categories, int count)
   return out;
 }
 
-bool ParseCategoryLoosely(std::string text, IdeaCategory* out) {
-  for (char& c : text) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (c == ' ' || c == '-') c = '_';
-  }
-  if (ParseIdeaCategory(text, out)) return true;
-  // "memory", "control flow and indexing", "parallelism/occupancy"…
-  for (IdeaCategory c : kAllIdeaCategories) {
-    std::string name(ToString(c));
-    std::string head = name.substr(0, name.find('_'));
-    if (text.rfind(head, 0) == 0) {
-      *out = c;
-      return true;
-    }
-  }
-  return false;
-}
-
-struct ParsedIdea {
-  std::optional<IdeaCategory> category;
-  std::string text;
-};
-
-// The idea list of a reply: the first ```json (or untagged) block holding a
-// list of {"category", "idea"} objects (or of strings, or {"ideas": [...]}),
-// else the whole reply as JSON. Errors: kInvalidArgument naming what is wrong.
-StatusOr<std::vector<ParsedIdea>> ParseIdeas(std::string_view reply) {
-  std::vector<std::string> texts;
-  for (const FencedBlock& b : ExtractFencedBlocks(reply)) {
-    if (b.language == "json" || b.language.empty()) texts.push_back(b.text);
-  }
-  if (texts.empty()) {
-    // Some models answer with bare JSON; anything else is prose.
-    size_t first = reply.find_first_not_of(" \t\r\n");
-    if (first == std::string_view::npos || (reply[first] != '[' && reply[first] != '{')) {
-      return InvalidArgumentError("reply has no ```json block with the idea list");
-    }
-    texts.emplace_back(reply);
-  }
-  Status first_error;
-  for (const std::string& text : texts) {
-    auto doc = internal::JsonDocument::Parse(text, "idea list");
-    if (!doc.ok()) {
-      if (first_error.ok()) first_error = doc.status();
-      continue;
-    }
-    internal::JsonNode root = internal::JsonNode::Root(**doc);
-    if (root.IsObject()) {
-      auto ideas = root.Find("ideas");
-      if (!ideas.ok() || !*ideas) {
-        if (first_error.ok()) first_error = root.Error("expected a list of ideas");
-        continue;
-      }
-      root = **ideas;
-    }
-    auto items = root.Array();
-    if (!items.ok()) {
-      if (first_error.ok()) first_error = items.status();
-      continue;
-    }
-    std::vector<ParsedIdea> out;
-    for (const internal::JsonNode& item : *items) {
-      ParsedIdea idea;
-      if (item.IsString()) {
-        idea.text = *item.String();
-      } else if (item.IsObject()) {
-        for (const char* key : {"idea", "text", "description"}) {
-          auto field = item.Find(key);
-          if (field.ok() && *field && (*field)->IsString()) {
-            idea.text = *(*field)->String();
-            break;
-          }
-        }
-        auto category = item.Find("category");
-        IdeaCategory parsed;
-        if (category.ok() && *category && (*category)->IsString() &&
-            ParseCategoryLoosely(*(*category)->String(), &parsed)) {
-          idea.category = parsed;
-        }
-      }
-      while (!idea.text.empty() && std::isspace(static_cast<unsigned char>(idea.text.back()))) {
-        idea.text.pop_back();
-      }
-      if (!idea.text.empty()) out.push_back(std::move(idea));
-    }
-    if (!out.empty()) return out;
-    if (first_error.ok()) first_error = root.Error("the list holds no idea text");
-  }
-  if (first_error.ok()) {
-    return InvalidArgumentError("reply has no ```json block with the idea list");
-  }
-  return InvalidArgumentError("reply's idea list is unusable: " + first_error.message());
+// A reply's failure for the notes: a refused request says so as the gate
+// worded it; any other failed request says it failed.
+std::string FailureNote(const Status& status) {
+  return NotSent(status) ? status.message() : "request failed: " + status.ToString();
 }
 
 class LlmGeneratorBase {
@@ -317,6 +281,17 @@ class LlmGeneratorBase {
     return request;
   }
 
+  Spend MakeSpend(const std::atomic<bool>* cancel, const UsageSink& sink, SpendingGate* gate,
+                  Usage* usage) const {
+    Spend spend;
+    spend.cancel = cancel;
+    spend.sink = sink;
+    spend.usage = usage;
+    spend.billing = billing_;
+    spend.gate = gate;
+    return spend;
+  }
+
   LlmClient& client_;
   LlmGeneratorOptions options_;
   std::shared_ptr<BillingTracker> billing_;
@@ -346,26 +321,67 @@ class LlmIdeaGenerator final : public IdeaGenerator, private LlmGeneratorBase {
       return requests;
     };
     Usage usage;
-    auto replies = CompleteWithContextRetry(client_, build, options_.max_history_ideas,
-                                            request.cancel, request.on_usage, &usage, billing_);
+    const Spend spend = MakeSpend(request.cancel, request.on_usage, request.spending, &usage);
+    auto replies = CompleteWithContextRetry(client_, build, options_.max_history_ideas, spend);
     IdeaResult result;
+    StatusOr<ChatResponse>& reply = replies.front();
+    std::string why;                   // why the reply is unusable
+    bool worth_asking_again = false;   // a reply cut or malformed, not a request refused or lost
+    StatusOr<internal::IdeaReply> parsed = InvalidArgumentError("no reply");
+    if (!reply.ok()) {
+      if (EndsRun(reply.status(), client_)) return reply.status();
+      if (Unreachable(reply.status())) result.unreachable = reply.status();
+      why = FailureNote(reply.status());
+      // A reply cut at the output limit may fit when asked for the list only.
+      worth_asking_again = reply.status().code() == StatusCode::kOutOfRange &&
+                           !IsContextLengthError(reply.status());
+    } else {
+      parsed = internal::ParseIdeaReply(reply->content);
+      if (!parsed.ok()) {
+        why = parsed.status().message();
+        worth_asking_again = true;
+      }
+    }
+    std::vector<std::string> salvaged;
+    if (!parsed.ok() && worth_asking_again && options_.reformat_attempts > 0 &&
+        !(request.cancel && request.cancel->load())) {
+      ChatRequest ask = build(options_.max_history_ideas).front();
+      if (reply.ok()) ask.messages.push_back({ChatMessage::Role::kAssistant, reply->content});
+      ask.messages.push_back(
+          {ChatMessage::Role::kUser,
+           "Your reply could not be used: " + why + ". Reply again with only the " +
+               std::to_string(request.count) +
+               " ideas, as one ```json block holding a list of objects with the fields "
+               "\"category\" and \"idea\" ([{\"category\": \"memory_access\", \"idea\": "
+               "\"…\"}]), with no other text."});
+      ask.tag += ".reformat";
+      std::vector<ChatRequest> asks;
+      asks.push_back(std::move(ask));
+      StatusOr<ChatResponse> second = std::move(CompleteAll(client_, std::move(asks), spend).front());
+      if (!second.ok()) {
+        if (EndsRun(second.status(), client_) &&
+            second.status().code() != StatusCode::kCancelled) {
+          return second.status();
+        }
+        why += "; asked again: " + FailureNote(second.status());
+      } else if (parsed = internal::ParseIdeaReply(second->content); parsed.ok()) {
+        salvaged.push_back("asked again after: " + why);
+        why.clear();
+      } else {
+        why += "; asked again: " + parsed.status().message();
+      }
+    }
     result.input_tokens = usage.input_tokens;
     result.output_tokens = usage.output_tokens;
     result.cost_usd = usage.cost_usd;
-    StatusOr<ChatResponse>& reply = replies.front();
-    if (!reply.ok()) {
-      if (EndsRun(reply.status(), client_)) return reply.status();
-      result.notes = "idea request failed: " + reply.status().ToString();
-      return result;
-    }
-    auto parsed = ParseIdeas(reply->content);
     if (!parsed.ok()) {
-      result.notes = parsed.status().message();
+      result.notes = reply.ok() || why.starts_with("not sent") ? why : "idea " + why;
       return result;
     }
-    for (size_t j = 0; j < parsed->size() && static_cast<int>(j) < request.count; ++j) {
+    const std::vector<internal::ParsedIdea>& ideas = parsed->ideas;
+    for (size_t j = 0; j < ideas.size() && static_cast<int>(j) < request.count; ++j) {
       Idea idea;
-      const ParsedIdea& p = (*parsed)[j];
+      const internal::ParsedIdea& p = ideas[j];
       if (p.category) {
         idea.category = *p.category;
       } else if (!request.categories.empty()) {
@@ -375,10 +391,14 @@ class LlmIdeaGenerator final : public IdeaGenerator, private LlmGeneratorBase {
       idea.generator = GeneratorName();
       result.ideas.push_back(std::move(idea));
     }
-    if (static_cast<int>(parsed->size()) < request.count) {
-      result.notes = "the model gave " + std::to_string(parsed->size()) + " of " +
-                     std::to_string(request.count) + " ideas";
+    salvaged.insert(salvaged.end(), parsed->repairs.begin(), parsed->repairs.end());
+    std::string notes;
+    for (const std::string& r : salvaged) notes += (notes.empty() ? "salvaged: " : "; ") + r;
+    if (static_cast<int>(ideas.size()) < request.count) {
+      notes += (notes.empty() ? "" : "; ") + std::string("the model gave ") +
+               std::to_string(ideas.size()) + " of " + std::to_string(request.count) + " ideas";
     }
+    result.notes = std::move(notes);
     return result;
   }
 };
@@ -420,8 +440,8 @@ class LlmBrancher final : public Brancher, private LlmGeneratorBase {
       return requests;
     };
     Usage usage;
-    auto replies = CompleteWithContextRetry(client_, build, options_.max_history_ideas,
-                                            request.cancel, request.on_usage, &usage, billing_);
+    const Spend spend = MakeSpend(request.cancel, request.on_usage, request.spending, &usage);
+    auto replies = CompleteWithContextRetry(client_, build, options_.max_history_ideas, spend);
     BranchResult result;
     result.input_tokens = usage.input_tokens;
     result.output_tokens = usage.output_tokens;
@@ -443,15 +463,20 @@ class LlmBrancher final : public Brancher, private LlmGeneratorBase {
     std::vector<std::vector<std::string>> repairs(replies.size());
     result.candidates.resize(replies.size());
     std::vector<size_t> reformat;  // replies worth one more request
+    bool any_reply = false;
     for (size_t j = 0; j < replies.size(); ++j) {
       StatusOr<ChatResponse>& reply = replies[j];
+      any_reply |= reply.ok();
       if (!reply.ok()) {
         if (reply.status().code() == StatusCode::kCancelled && request.cancel &&
             request.cancel->load()) {
           continue;  // the search stopped; no note needed
         }
         if (EndsRun(reply.status(), client_)) return reply.status();
-        why[j] = "request failed: " + reply.status().ToString();
+        if (Unreachable(reply.status()) && result.unreachable.ok()) {
+          result.unreachable = reply.status();
+        }
+        why[j] = FailureNote(reply.status());
         // A reply cut at the output limit may fit when asked for code only.
         if (reply.status().code() == StatusCode::kOutOfRange &&
             !IsContextLengthError(reply.status())) {
@@ -467,6 +492,8 @@ class LlmBrancher final : public Brancher, private LlmGeneratorBase {
         reformat.push_back(j);
       }
     }
+    // Unreachable only when no request of the call got through.
+    if (any_reply) result.unreachable = Status::Ok();
     // One more request per unusable reply, quoting what was wrong.
     if (options_.reformat_attempts > 0 && !reformat.empty() &&
         !(request.cancel && request.cancel->load())) {
@@ -487,8 +514,8 @@ class LlmBrancher final : public Brancher, private LlmGeneratorBase {
         asks.push_back(std::move(ask));
       }
       Usage more;
-      std::vector<StatusOr<ChatResponse>> second =
-          CompleteAll(client_, std::move(asks), request.cancel, request.on_usage, &more, billing_);
+      std::vector<StatusOr<ChatResponse>> second = CompleteAll(
+          client_, std::move(asks), MakeSpend(request.cancel, request.on_usage, request.spending, &more));
       result.input_tokens += more.input_tokens;
       result.output_tokens += more.output_tokens;
       result.cost_usd += more.cost_usd;
@@ -499,7 +526,7 @@ class LlmBrancher final : public Brancher, private LlmGeneratorBase {
               second[k].status().code() != StatusCode::kCancelled) {
             return second[k].status();
           }
-          why[j] += "; asked again: " + second[k].status().message();
+          why[j] += "; asked again: " + FailureNote(second[k].status());
           continue;
         }
         StatusOr<Candidate> c = parse(*second[k], &repairs[j]);

@@ -35,6 +35,14 @@ struct RoundIdea {
   int64_t dropped = 0;  // branches not judged for the candidate budget
 };
 
+// Why a round's generator calls produced nothing: a whole round without a
+// single request reaching the model is an outage, which fails the run (it
+// can be resumed) rather than completing it for lack of work.
+struct RoundReach {
+  int calls_reached = 0;  // calls that got at least one reply (or needed none)
+  Status unreachable;     // the first call's error that reached nothing
+};
+
 struct Pending {
   Candidate candidate;
   std::string hash;
@@ -52,6 +60,7 @@ struct RoundState {
   int outstanding_calls = 0;
   int evaluations_in_flight = 0;
   int64_t produced = 0;  // branch candidates judged (not counting the start)
+  RoundReach reach;
   // Notes arrive in completion order; they are sorted by label at the end of
   // the round so that the summary is the same on every run.
   std::vector<std::string> notes;
@@ -233,8 +242,19 @@ std::vector<const HistoryEntry*> BranchRun::SelectSeeds() const {
   return seeds;
 }
 
+// Counts a finished generator call for RoundReach.
+void CountReach(RoundReach& reach, const Status& unreachable, const std::string& what) {
+  if (unreachable.ok()) {
+    ++reach.calls_reached;
+  } else if (reach.unreachable.ok()) {
+    reach.unreachable = unreachable.WithContext(what);
+  }
+}
+
 void BranchRun::SubmitPropose(RoundState& rs, int seed_index) {
-  if (run_.generation_cancel()->load()) return;
+  // A stop for the token or money budget cancels nothing in flight but
+  // starts nothing new either.
+  if (run_.generation_cancel()->load() || run_.stopped()) return;
   static const std::vector<IdeaCategory> kSix(kAllIdeaCategories.begin(), kAllIdeaCategories.end());
   const std::vector<IdeaCategory>& all = options_.categories.empty() ? kSix : options_.categories;
   IdeaRequest request;
@@ -252,6 +272,7 @@ void BranchRun::SubmitPropose(RoundState& rs, int seed_index) {
   request.label = "r" + std::to_string(rs.round) + ".s" + std::to_string(seed_index);
   request.cancel = run_.generation_cancel();
   request.on_usage = MakeUsageSink();
+  request.spending = run_.spending();
   ++rs.outstanding_calls;
   pool_->Post([this, &rs, seed_index, request] {
     StatusOr<IdeaResult> result = context_.ideas->Propose(request);
@@ -269,6 +290,7 @@ void BranchRun::OnIdeas(RoundState& rs, int seed_index, StatusOr<IdeaResult> res
     return;
   }
   run_.AddUsage(*result);
+  CountReach(rs.reach, result->unreachable, "ideas " + label);
   if (!result->notes.empty()) rs.notes.push_back(label + " ideas: " + result->notes);
   int count = std::min<int>(static_cast<int>(result->ideas.size()), options_.ideas);
   for (int j = 0; j < count; ++j) {
@@ -288,6 +310,14 @@ void BranchRun::OnIdeas(RoundState& rs, int seed_index, StatusOr<IdeaResult> res
 
 void BranchRun::SubmitBranch(RoundState& rs, RoundIdea& idea, const HistoryEntry* failed) {
   if (run_.generation_cancel()->load()) return;
+  if (run_.stopped()) {
+    // The token or money budget: say why the idea has no branches.
+    if (!failed) {
+      idea.notes.push_back("not implemented: the run stopped (" +
+                           std::string(ToString(*run_.stopped())) + ") before its branches were asked for");
+    }
+    return;
+  }
   BranchRequest request;
   request.problem = context_.problem;
   request.parent = idea.parent;
@@ -301,6 +331,7 @@ void BranchRun::SubmitBranch(RoundState& rs, RoundIdea& idea, const HistoryEntry
   request.label = failed ? failed->candidate.id + ".fix" : idea.idea.id;
   request.cancel = run_.generation_cancel();
   request.on_usage = MakeUsageSink();
+  request.spending = run_.spending();
   if (failed) ++summary_.repairs;
   ++rs.outstanding_calls;
   pool_->Post([this, &rs, &idea, failed, request] {
@@ -320,6 +351,7 @@ void BranchRun::OnBranches(RoundState& rs, RoundIdea& idea, const HistoryEntry* 
     return;
   }
   run_.AddUsage(*result);
+  CountReach(rs.reach, result->unreachable, (failed ? "repair " : "branches ") + label);
   if (!result->notes.empty()) {
     rs.notes.push_back(label + ": " + result->notes);
     idea.notes.push_back(result->notes);
@@ -507,6 +539,10 @@ int64_t BranchRun::RunRound(int round) {
   }
   for (int s = 0; s < static_cast<int>(rs.seeds.size()); ++s) SubmitPropose(rs, s);
   Drain(rs);
+  if (rs.reach.calls_reached == 0 && !rs.reach.unreachable.ok()) {
+    run_.Fail(rs.reach.unreachable.WithContext(
+        "round " + std::to_string(round) + ": no request reached the model"));
+  }
   FinishRound(rs);
   return rs.produced;
 }

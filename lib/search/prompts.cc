@@ -344,19 +344,23 @@ std::string RenderPerformance(const HistoryEntry& entry, const Problem& problem)
                         : blocks == 32            ? "blocks per SM"
                         : blocks == by_registers  ? "registers"
                                                   : "shared memory";
+    const int64_t grid_blocks = int64_t{launch.grid[0]} * launch.grid[1] * launch.grid[2];
     std::snprintf(text, sizeof(text),
                   "- launch %zu (%s): %lld blocks of %lld threads; at most %lld resident blocks per SM "
-                  "(limited by %s): %.0f%% theoretical occupancy; %.2f waves over %d SMs\n",
-                  l, launch.kernel.c_str(),
-                  static_cast<long long>(int64_t{launch.grid[0]} * launch.grid[1] * launch.grid[2]),
+                  "(limited by %s): %.0f%% theoretical occupancy",
+                  l, launch.kernel.c_str(), static_cast<long long>(grid_blocks),
                   static_cast<long long>(launch.Threads()), static_cast<long long>(blocks), limit,
-                  100.0 * static_cast<double>(blocks * warps * 32) / facts->max_threads_per_sm,
-                  device.multiprocessors > 0 && blocks > 0
-                      ? static_cast<double>(int64_t{launch.grid[0]} * launch.grid[1] * launch.grid[2]) /
-                            static_cast<double>(blocks * device.multiprocessors)
-                      : 0.0,
-                  device.multiprocessors);
+                  100.0 * static_cast<double>(blocks * warps * 32) / facts->max_threads_per_sm);
     out += text;
+    // Waves need the SM count, which a compile-only evaluator does not know.
+    if (device.multiprocessors > 0 && blocks > 0) {
+      std::snprintf(text, sizeof(text), "; %.2f waves over %d SMs",
+                    static_cast<double>(grid_blocks) /
+                        static_cast<double>(blocks * device.multiprocessors),
+                    device.multiprocessors);
+      out += text;
+    }
+    out += "\n";
   }
   return out;
 }

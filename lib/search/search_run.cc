@@ -120,21 +120,24 @@ class Watchdog {
   std::thread thread_;
 };
 
-// What a stop cancels (see the SearchRun class comment).
+// What a stop cancels (see the SearchRun class comment). The token and money
+// budgets cancel no request: a reply the provider has begun is billed
+// whether or not anyone waits for it, so it is waited for, counted and
+// judged; the SpendingGate sends nothing new.
 bool CancelsGeneration(TerminationReason reason) {
-  return reason != TerminationReason::kCompleted && reason != TerminationReason::kBudgetRounds;
-}
-bool CancelsEvaluation(TerminationReason reason) {
   switch (reason) {
     case TerminationReason::kCompleted:
     case TerminationReason::kBudgetRounds:
-    case TerminationReason::kBudgetCandidates:
     case TerminationReason::kBudgetTokens:
     case TerminationReason::kBudgetCost:
       return false;
     default:
       return true;
   }
+}
+// The candidate budget leaves what was written to be judged.
+bool CancelsEvaluation(TerminationReason reason) {
+  return CancelsGeneration(reason) && reason != TerminationReason::kBudgetCandidates;
 }
 
 }  // namespace
@@ -146,6 +149,7 @@ struct SearchRun::Impl {
         budget(budget),
         options(options),
         start(Clock::now()),
+        spending(budget.max_tokens, budget.max_cost_usd),
         watchdog(context.cancel, budget.max_wall_seconds, start, &generation_cancel,
                  &evaluation_cancel) {
     summary.strategy = std::move(strategy);
@@ -196,6 +200,7 @@ struct SearchRun::Impl {
   int64_t reserved = 0;  // candidates taken out of max_candidates
   // Content hash → the first judged candidate with that content.
   std::map<std::string, HistoryEntry> judged;
+  SpendingGate spending;
   Watchdog watchdog;  // last: its thread starts once the flags exist
 };
 
@@ -217,6 +222,7 @@ double SearchRun::elapsed_seconds() const { return internal::SecondsSince(impl_-
 
 const std::atomic<bool>* SearchRun::generation_cancel() const { return &impl_->generation_cancel; }
 const std::atomic<bool>* SearchRun::evaluation_cancel() const { return &impl_->evaluation_cancel; }
+SpendingGate* SearchRun::spending() { return &impl_->spending; }
 
 void SearchRun::Stop(TerminationReason reason) {
   if (!impl_->stop) {
@@ -254,6 +260,16 @@ bool SearchRun::CheckLimits() {
     Stop(TerminationReason::kInterrupted);
   }
   if (auto reached = impl_->BudgetReached()) Stop(*reached);
+  switch (impl_->spending.refused()) {
+    case SpendingGate::Limit::kTokens:
+      Stop(TerminationReason::kBudgetTokens);
+      break;
+    case SpendingGate::Limit::kCost:
+      Stop(TerminationReason::kBudgetCost);
+      break;
+    case SpendingGate::Limit::kNone:
+      break;
+  }
   return impl_->stop.has_value();
 }
 
@@ -453,6 +469,8 @@ void SearchRun::AddUsage(const GeneratorUsage& usage) {
   impl_->summary.input_tokens += usage.input_tokens;
   impl_->summary.output_tokens += usage.output_tokens;
   impl_->summary.cost_usd += usage.cost_usd;
+  impl_->spending.AtLeastSpent(GeneratorUsage{
+      impl_->summary.input_tokens, impl_->summary.output_tokens, impl_->summary.cost_usd});
   CheckLimits();
 }
 
@@ -557,19 +575,21 @@ void SearchRun::SetIdeaOutcome(Idea* idea, const HistoryEntry* parent,
                                const std::vector<const HistoryEntry*>& branches,
                                int branches_asked, const std::vector<std::string>& notes) {
   const HistoryEntry* best = nullptr;
-  int correct = 0, judged = 0;
+  int correct = 0, compiled = 0, judged = 0;
   std::map<std::string, std::pair<int, std::string>> failures;  // status → count, first reason
   for (const HistoryEntry* e : branches) {
     if (e->evaluation.status == EvalStatus::kCancelled) continue;
     ++judged;
     if (e->evaluation.ok()) {
-      ++correct;
+      ++(e->evaluation.correct() ? correct : compiled);
       if (!best || Faster(*e, *best)) best = e;
     } else {
       auto& f = failures[std::string(ToString(e->evaluation.status))];
       if (f.first++ == 0) f.second = FailureReason(e->evaluation);
     }
   }
+  const bool compile_only =
+      compiled > 0 || (parent && parent->evaluation.status == EvalStatus::kCompiled);
   std::string text;
   char buffer[320];
   idea->best_speedup_over_parent = 0.0;
@@ -597,20 +617,22 @@ void SearchRun::SetIdeaOutcome(Idea* idea, const HistoryEntry* parent,
   } else if (best) {
     int64_t regs = internal::TotalRegisters(best->evaluation);
     int64_t parent_regs = parent ? internal::TotalRegisters(parent->evaluation) : -1;
-    text = "correct branches untimed (compile-only)";
     if (regs != std::numeric_limits<int64_t>::max() && parent_regs > 0 &&
         parent_regs != std::numeric_limits<int64_t>::max()) {
-      std::snprintf(buffer, sizeof(buffer), "; best %s uses %lld registers vs the parent's %lld",
+      std::snprintf(buffer, sizeof(buffer), "best %s uses %lld registers vs the parent's %lld; ",
                     best->candidate.id.c_str(), static_cast<long long>(regs),
                     static_cast<long long>(parent_regs));
-      text += buffer;
+      text = buffer;
     }
-    text += "; ";
   } else {
-    text = "no correct branch; ";
+    text = compile_only ? "" : "no correct branch; ";
   }
-  std::snprintf(buffer, sizeof(buffer), "%d of %d branches correct", correct,
-                std::max(branches_asked, judged));
+  // A compile-only run never runs a kernel: its branches compile, or not,
+  // and none is judged correct.
+  std::snprintf(buffer, sizeof(buffer),
+                compile_only ? "%d of %d branches compiled (compile-only: not run, not judged)"
+                             : "%d of %d branches correct",
+                compile_only ? compiled : correct, std::max(branches_asked, judged));
   text += buffer;
   for (const auto& [status, f] : failures) {
     text += "; " + std::to_string(f.first) + "× " + f.second;

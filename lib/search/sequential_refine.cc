@@ -90,6 +90,7 @@ StatusOr<SearchSummary> SequentialRefineSearch::Run(SearchContext& context) {
       request.seed = SearchRun::MixSeed(options_.seed, static_cast<uint64_t>(step));
       request.label = label;
       request.cancel = run.generation_cancel();
+      request.spending = run.spending();
       StatusOr<IdeaResult> result = context.ideas->Propose(request);
       if (!result.ok()) {
         run.GeneratorFailed(result.status(), "idea " + label);
@@ -114,6 +115,15 @@ StatusOr<SearchSummary> SequentialRefineSearch::Run(SearchContext& context) {
     idea.parent_id = history.entries[parent].candidate.id;
     idea.round = step;
     run.ProposeIdea(idea);
+    // The idea's reply may have used up the token or money budget.
+    if (run.CheckLimits()) {
+      SearchRun::SetIdeaOutcome(&idea, &history.entries[parent], {}, 1,
+                                {"not implemented: the run stopped (" +
+                                 std::string(ToString(*run.stopped())) + ")"});
+      summary.history.ideas.push_back(std::move(idea));
+      run.EndRound(step);
+      break;
+    }
 
     BranchRequest request;
     request.problem = &problem;
@@ -125,6 +135,7 @@ StatusOr<SearchSummary> SequentialRefineSearch::Run(SearchContext& context) {
     request.seed = SearchRun::MixSeed(options_.seed, static_cast<uint64_t>(step), 1);
     request.label = label;
     request.cancel = run.generation_cancel();
+    request.spending = run.spending();
     if (failed) ++summary.repairs;
     StatusOr<BranchResult> result = context.brancher->Branch(request);
     if (!result.ok()) {
@@ -132,6 +143,12 @@ StatusOr<SearchSummary> SequentialRefineSearch::Run(SearchContext& context) {
       break;
     }
     run.AddUsage(*result);
+    // A step whose implementation request never reached the model is an
+    // outage: the run fails (and can be resumed) rather than running out of
+    // steps.
+    if (!result->unreachable.ok()) {
+      run.Fail(result->unreachable.WithContext("step " + label + ": no request reached the model"));
+    }
     std::vector<std::string> notes;
     if (!result->notes.empty()) {
       summary.notes.push_back(label + ": " + result->notes);

@@ -11,6 +11,7 @@
 #include "core/file_util.h"
 #include "core/plan_resolve.h"
 #include "cuda/compiler.h"
+#include "cuda/cubin_info.h"
 #include "cuda/plan_executor.h"
 #include "ksearch/kernel_cache.h"
 #include "ksearch/store.h"
@@ -123,6 +124,40 @@ std::string TensorMapStatements(const Problem& problem, const internal::TensorMa
   return h;
 }
 
+// Whether the cubin's kernel `name` was compiled with __cluster_dims__.
+bool DeclaresCluster(const std::vector<internal::KernelSignature>& signatures, const std::string& name) {
+  for (const internal::KernelSignature& s : signatures) {
+    if (s.name == name) return s.cluster_dims[0] > 0;
+  }
+  return false;
+}
+
+// launches[l] with its plan's cluster, as the judge's executor launches it:
+// cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, after
+// allowing the non-portable size when the plan asks for it.
+std::string ClusterLaunchStatements(const LaunchSpec& launch, size_t l, const std::string& args) {
+  const std::string f = "ks_module.functions[" + std::to_string(l) + "]";
+  std::string h;
+  if (launch.non_portable_cluster_size) {
+    h += "    ks_result = cuFuncSetAttribute(" + f + ", CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);\n"
+         "    if (ks_result != CUDA_SUCCESS) return ks_result;\n";
+  }
+  h += "    CUlaunchAttribute cluster = {};\n"
+       "    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;\n";
+  static constexpr const char* kAxis[3] = {"x", "y", "z"};
+  for (size_t d = 0; d < 3; ++d) {
+    h += "    cluster.value.clusterDim." + std::string(kAxis[d]) + " = static_cast<unsigned>(" +
+         CppExpression(d < launch.cluster.size() ? launch.cluster[d] : "1") + ");\n";
+  }
+  h += "    CUlaunchConfig config = {};\n"
+       "    config.gridDimX = grid[0];\n    config.gridDimY = grid[1];\n    config.gridDimZ = grid[2];\n"
+       "    config.blockDimX = block[0];\n    config.blockDimY = block[1];\n    config.blockDimZ = block[2];\n"
+       "    config.sharedMemBytes = shared;\n    config.hStream = ks_stream;\n"
+       "    config.attrs = &cluster;\n    config.numAttrs = 1;\n";
+  h += "    ks_result = cuLaunchKernelEx(&config, " + f + ", " + args + ", nullptr);\n";
+  return h;
+}
+
 }  // namespace
 
 StatusOr<std::string> GenerateKernelHeader(const Problem& problem, const CachedKernel& kernel,
@@ -209,6 +244,11 @@ StatusOr<std::string> GenerateKernelHeader(const Problem& problem, const CachedK
   }
   h += "  return static_cast<size_t>(ks_bytes);\n}\n\n";
 
+  // A kernel compiled with __cluster_dims__ launches with its own; only a
+  // cluster the kernel does not declare goes through cuLaunchKernelEx.
+  auto read = internal::ReadKernelSignatures(kernel.cubin);
+  const std::vector<internal::KernelSignature> signatures =
+      read.ok() ? std::move(*read) : std::vector<internal::KernelSignature>{};
   const size_t n = plan.launches.size();
   h += "// Enqueues the plan on `ks_stream`. `ks_workspace` must hold WorkspaceBytes(ks_dims)\n"
        "// bytes when that is not zero. Returns the first failing driver call's result.\n";
@@ -274,9 +314,14 @@ StatusOr<std::string> GenerateKernelHeader(const Problem& problem, const CachedK
       pointers += (a ? ", " : "") + ("&" + var);
     }
     h += "    void* args[] = {" + (pointers.empty() ? std::string("nullptr") : pointers) + "};\n";
-    h += "    ks_result = cuLaunchKernel(ks_module.functions[" + std::to_string(l) +
-         "], grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, ks_stream, " +
-         (pointers.empty() ? std::string("nullptr") : std::string("args")) + ", nullptr);\n";
+    const std::string args = pointers.empty() ? "nullptr" : "args";
+    if (!launch.cluster.empty() && !DeclaresCluster(signatures, launch.kernel)) {
+      h += ClusterLaunchStatements(launch, l, args);
+    } else {
+      h += "    ks_result = cuLaunchKernel(ks_module.functions[" + std::to_string(l) +
+           "], grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, ks_stream, " + args +
+           ", nullptr);\n";
+    }
     h += "    if (ks_result != CUDA_SUCCESS) return ks_result;\n  }\n";
   }
   h += "  return CUDA_SUCCESS;\n}\n\n}  // namespace " + ns + "\n\n#endif  // " + guard + "\n";

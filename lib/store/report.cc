@@ -352,30 +352,18 @@ std::string RunReportHtml(const RunHistory& h) {
   if (h.exchanges.empty()) {
     html += "<p>No LLM exchanges in this run.</p>\n";
   } else {
-    struct ModelTotals {
-      int64_t requests = 0, failures = 0, input = 0, output = 0;
-      double cost = 0.0;
-    };
-    std::map<std::string, ModelTotals> by_model;
+    std::map<std::string, LlmTotals> by_model;
     for (const LlmExchange& x : h.exchanges) {
       std::string model = x.response.ok() && !x.response->model.empty() ? x.response->model : x.request.model;
-      ModelTotals& t = by_model[model.empty() ? "(default)" : model];
-      ++t.requests;
-      if (!x.response.ok()) {
-        ++t.failures;
-        continue;
-      }
-      t.input += x.response->input_tokens;
-      t.output += x.response->output_tokens;
-      t.cost += x.response->cost_usd;
+      by_model[model.empty() ? "(default)" : model] += LlmTotals::Of(x);
     }
     html += "<table id=\"llm-totals\"><tr><th>model</th><th>requests</th><th>failed</th><th>tokens in</th>"
             "<th>tokens out</th><th>cost</th></tr>\n";
     for (const auto& [model, t] : by_model) {
       html += "<tr><td>" + Escape(model) + "</td><td class=\"n\">" + std::to_string(t.requests) +
               "</td><td class=\"n\">" + std::to_string(t.failures) + "</td><td class=\"n\">" +
-              std::to_string(t.input) + "</td><td class=\"n\">" + std::to_string(t.output) +
-              "</td><td class=\"n\">$" + Format("%.4f", t.cost) + "</td></tr>\n";
+              std::to_string(t.input_tokens) + "</td><td class=\"n\">" + std::to_string(t.output_tokens) +
+              "</td><td class=\"n\">$" + Format("%.4f", t.cost_usd) + "</td></tr>\n";
     }
     html += "<tr><th>total</th><td class=\"n\">" + std::to_string(h.exchanges.size()) + "</td><td></td><td class=\"n\">" +
             std::to_string(input) + "</td><td class=\"n\">" + std::to_string(output) + "</td><td class=\"n\">$" +

@@ -434,14 +434,9 @@ void ResumingLlmClient::Cancel(uint64_t request_id) {
 }
 
 LlmTotals ResumingLlmClient::totals() const {
-  LlmTotals a = state_->replay->totals();
-  LlmTotals b = state_->live.totals();
-  a.requests += b.requests;
-  a.failures += b.failures;
-  a.input_tokens += b.input_tokens;
-  a.output_tokens += b.output_tokens;
-  a.cost_usd += b.cost_usd;
-  return a;
+  LlmTotals totals = state_->replay->totals();
+  totals += state_->live.totals();
+  return totals;
 }
 
 void ResumingLlmClient::SetObserver(ExchangeObserver observer) {
@@ -450,6 +445,11 @@ void ResumingLlmClient::SetObserver(ExchangeObserver observer) {
 }
 
 std::string ResumingLlmClient::provider() const { return state_->live.provider(); }
+std::optional<double> ResumingLlmClient::EstimateCostUsd(std::string_view model,
+                                                         int64_t input_tokens,
+                                                         int64_t output_tokens) const {
+  return state_->live.EstimateCostUsd(model, input_tokens, output_tokens);
+}
 int64_t ResumingLlmClient::replayed() const { return state_->replayed.load(); }
 int64_t ResumingLlmClient::forwarded() const { return state_->forwarded.load(); }
 Status ResumingLlmClient::status() const {

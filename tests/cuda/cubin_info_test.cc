@@ -141,6 +141,26 @@ extern "C" __global__ void tma(int n, const __grid_constant__ TensorMap map, flo
   EXPECT_EQ(s.params[2].offset, 176);
 }
 
+// The __cluster_dims__ a kernel was compiled with, which a plan's cluster
+// must agree with (the compile-only judge has no driver to ask).
+TEST(CubinInfo, ReadsTheClusterDimsAKernelDeclares) {
+  const char source[] = R"(
+extern "C" __global__ void __cluster_dims__(2, 1, 1) pair(float* y) { y[threadIdx.x] = 1.f; }
+extern "C" __global__ void __cluster_dims__(4, 2, 1) __launch_bounds__(128) grid42(float* y) { y[0] = 2.f; }
+extern "C" __global__ void plain(float* y) { y[0] = 3.f; }
+)";
+  for (const char* arch : {"sm_90", "sm_100"}) {
+    SCOPED_TRACE(arch);
+    auto signatures = ReadKernelSignatures(Cubin(source, arch));
+    ASSERT_TRUE(signatures.ok()) << signatures.status().ToString();
+    std::map<std::string, std::array<uint32_t, 3>> dims;
+    for (const KernelSignature& s : *signatures) dims[s.name] = s.cluster_dims;
+    EXPECT_EQ(dims["pair"], (std::array<uint32_t, 3>{2, 1, 1}));
+    EXPECT_EQ(dims["grid42"], (std::array<uint32_t, 3>{4, 2, 1}));
+    EXPECT_EQ(dims["plain"], (std::array<uint32_t, 3>{0, 0, 0}));
+  }
+}
+
 TEST(CubinInfo, ReadsDebugBuilds) {
   auto sizes = SizesByKernel(Cubin(kKernels, "sm_90", {"-G"}));
   EXPECT_EQ(sizes["scalars"], (Sizes{4, 8, 4, 8, 2, 1, 8}));

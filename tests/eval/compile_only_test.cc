@@ -202,6 +202,33 @@ TEST(CompileOnlyEvaluator, RejectsArgumentsThatDoNotMatchTheKernelsParameters) {
   }
 }
 
+// A plan's cluster is checked without a GPU as far as the plan goes: it
+// compiles and passes, and one that does not divide the grid or passes the
+// portable size is an invalid_plan naming the field and value.
+TEST(CompileOnlyEvaluator, ChecksAPlansClusterAgainstTheGrid) {
+  Problem problem = testing::RowSoftmaxProblem(64, 1024);
+  auto evaluator = CompileOnly(problem);
+  auto judge = [&](const std::string& id, const std::string& cluster) {
+    Candidate c = problem.start.ToCandidate(id, "user");
+    auto plan = LaunchPlan::FromJson(
+        R"({"launches": [{"kernel": "row_softmax", "grid": ["rows", 1, 1], "block": [256, 1, 1], "cluster": )" +
+            cluster + R"(, "args": ["x", "y", "cols:i32"]}]})",
+        id);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    if (plan.ok()) c.plan = *plan;
+    return EvaluateOne(*evaluator, c);
+  };
+  Evaluation e = judge("pairs", "[2, 1, 1]");
+  EXPECT_EQ(e.status, EvalStatus::kCompiled) << e.Report();
+  e = judge("thirds", "[3, 1, 1]");
+  EXPECT_EQ(e.status, EvalStatus::kInvalidPlan) << e.Report();
+  EXPECT_NE(e.message.find("launches[0].cluster[0]: '3' = 3 does not divide grid[0] = 64"), std::string::npos)
+      << e.message;
+  e = judge("sixteen", "[16, 1, 1]");
+  EXPECT_EQ(e.status, EvalStatus::kInvalidPlan) << e.Report();
+  EXPECT_NE(e.message.find("above the portable limit of 8"), std::string::npos) << e.message;
+}
+
 TEST(CompileOnlyEvaluator, SaysSoWhenTheCubinsParametersCannotBeRead) {
   Problem problem = testing::RowSoftmaxProblem();
   auto evaluator = CompileOnly(problem);

@@ -57,6 +57,22 @@ TEST(SanitizeKernelSource, KeepsDeviceCodeAndTemplatesAsTheyAre) {
   EXPECT_TRUE(changes.empty()) << changes.front();
 }
 
+// The salvage note names the kernel, not an attribute written before it.
+TEST(SanitizeKernelSource, NamesTheKernelPastItsAttributes) {
+  std::vector<std::string> changes;
+  const std::string out = SanitizeKernelSource(
+      "__global__ void __launch_bounds__(256, 2) softmax_rows(float* y) { y[0] = 1.f; }\n"
+      "__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__((128)) reduce(float* y) {}\n"
+      "void __attribute__((noinline)) launch(float* y) { softmax_rows<<<1, 1>>>(y); }\n",
+      &changes);
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[0], "added extern \"C\" to kernel softmax_rows()");
+  EXPECT_EQ(changes[1], "added extern \"C\" to kernel reduce()");
+  EXPECT_EQ(changes[2], "dropped host function launch()");
+  EXPECT_NE(out.find("extern \"C\" __global__ void __launch_bounds__(256, 2) softmax_rows"), std::string::npos)
+      << out;
+}
+
 TEST(ExtractKernelBlocks, MissingPlanSaysSo) {
   StatusOr<KernelBlocks> blocks = ExtractKernelBlocks("```cuda\nx\n```\n");
   ASSERT_EQ(blocks.status().code(), StatusCode::kNotFound);

@@ -200,6 +200,66 @@ TEST(PromptRendering, ParentPerformanceShowsAchievedRatesAndOccupancy) {
   EXPECT_EQ(internal::RenderPerformance(failed, problem), "");
 }
 
+// A compile-only judge knows the arch, not the GPU: the occupancy line says
+// nothing about waves over SMs it does not know.
+TEST(PromptRendering, CompileOnlyOccupancyHasNoWaves) {
+  Problem problem = testing::RowSoftmaxProblem(64, 1024);
+  Evaluation compiled;
+  compiled.status = EvalStatus::kCompiled;
+  compiled.device.name = "sm_90 (compile-only)";
+  compiled.device.cc_major = 9;
+  compiled.resources.push_back(KernelResources{"row_softmax", 30, 1024, 0, 0, 0, 0, 1024});
+  HistoryEntry entry = Judged(problem.start.ToCandidate("p", "start"), compiled);
+  std::string text = internal::RenderPerformance(entry, problem);
+  EXPECT_NE(text.find("launch 0 (row_softmax): 64 blocks of 256 threads"), std::string::npos) << text;
+  EXPECT_NE(text.find("100% theoretical occupancy\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("waves"), std::string::npos) << text;
+}
+
+// The system prompt reads as sentences, with the GPU's facts under a heading
+// of their own rather than spliced into a sentence.
+TEST(PromptRendering, TheSystemPromptKeepsTheDeviceListOutOfItsSentences) {
+  DeviceInfo device;
+  device.name = "NVIDIA H200";
+  device.cc_major = 9;
+  device.multiprocessors = 132;
+  const std::string rendered = internal::RenderTemplate(
+      PromptTemplates::Builtin().system,
+      {{"device", internal::RenderDevice(device)}, {"problem_name", "softmax"}});
+  EXPECT_NE(rendered.find("for\nNVIDIA GPUs, and you reason about"), std::string::npos) << rendered;
+  EXPECT_NE(rendered.find("## The GPU\nNVIDIA H200 (sm_90)\n- 132 SMs"), std::string::npos) << rendered;
+  EXPECT_EQ(rendered.find("(NVIDIA H200"), std::string::npos) << rendered;
+}
+
+// A compile-only idea outcome counts compiled branches, never correct ones:
+// nothing was run.
+TEST(IdeaOutcome, CompileOnlyBranchesAreCompiledNotCorrect) {
+  Problem problem = testing::RowSoftmaxProblem(64, 1024);
+  Evaluation compiled;
+  compiled.status = EvalStatus::kCompiled;
+  compiled.resources.push_back(KernelResources{"row_softmax", 30, 1024, 0, 0, 0, 0, 1024});
+  HistoryEntry parent = Judged(problem.start.ToCandidate("start", "start"), compiled);
+  HistoryEntry a = Judged(problem.start.ToCandidate("r0.s0.i0.b0", "llm"), compiled);
+  a.evaluation.resources[0].registers = 24;
+  HistoryEntry b = Judged(problem.start.ToCandidate("r0.s0.i0.b1", "llm"),
+                          testing::Failed(EvalStatus::kCompileError, "error: boom"));
+  Idea idea;
+  SearchRun::SetIdeaOutcome(&idea, &parent, {&a, &b}, 2, {});
+  EXPECT_EQ(idea.outcome.find("correct"), std::string::npos) << idea.outcome;
+  EXPECT_NE(idea.outcome.find("best r0.s0.i0.b0 uses 24 registers vs the parent's 30; 1 of 2 branches "
+                              "compiled (compile-only: not run, not judged)"),
+            std::string::npos)
+      << idea.outcome;
+  // None compiled.
+  SearchRun::SetIdeaOutcome(&idea, &parent, {&b}, 1, {});
+  EXPECT_TRUE(idea.outcome.starts_with("0 of 1 branches compiled")) << idea.outcome;
+  // Run on a GPU, the same count is of correct branches.
+  HistoryEntry timed_parent = Judged(problem.start.ToCandidate("start", "start"), testing::Timed(2.0));
+  HistoryEntry timed = Judged(problem.start.ToCandidate("r0.s0.i0.b0", "llm"), testing::Timed(1.0));
+  SearchRun::SetIdeaOutcome(&idea, &timed_parent, {&timed, &b}, 2, {});
+  EXPECT_NE(idea.outcome.find("1 of 2 branches correct"), std::string::npos) << idea.outcome;
+}
+
 // The tensor list of the problem text says which tensor the kernel must
 // overwrite in place.
 TEST(PromptRendering, ProblemTextMarksInoutTensors) {
@@ -218,13 +278,8 @@ class LlmGeneratorTest : public ::testing::Test {
     auto mock = MockLlmServer::Start({});
     ASSERT_TRUE(mock.ok()) << mock.status().ToString();
     mock_ = std::move(*mock);
-    HttpLlmClient::Options options;
-    options.base_url = mock_->openai_base_url();
-    options.default_model = "mock";
-    options.retry.max_attempts = 1;
-    auto client = HttpLlmClient::Create(options);
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_ = std::move(*client);
+    client_ = testing::MockClient(mock_->openai_base_url());
+    ASSERT_NE(client_, nullptr);
     problem_ = testing::RowSoftmaxProblem(64, 1024);
     parent_ = Judged(problem_.start.ToCandidate("start", "start"), testing::Timed(2.0));
     parent_.evaluation.resources.push_back(

@@ -15,18 +15,6 @@ HistoryEntry Judged(Candidate c, Evaluation e) {
   return HistoryEntry{std::move(c), std::move(e)};
 }
 
-std::unique_ptr<HttpLlmClient> ClientFor(const std::string& base_url, int attempts = 1) {
-  HttpLlmClient::Options options;
-  options.base_url = base_url;
-  options.default_model = "mock";
-  options.retry.max_attempts = attempts;
-  options.retry.initial_backoff_seconds = 0.001;
-  options.retry.max_backoff_seconds = 0.005;
-  auto client = HttpLlmClient::Create(options);
-  EXPECT_TRUE(client.ok()) << client.status().ToString();
-  return client.ok() ? std::move(*client) : nullptr;
-}
-
 // A loopback URL where nothing listens (connection refused).
 std::string DeadUrl() {
   testing::LoopbackPort dead(testing::LoopbackPort::Kind::kDead);
@@ -43,7 +31,7 @@ class LlmFailureTest : public ::testing::Test {
     auto mock = MockLlmServer::Start(std::move(options));
     ASSERT_TRUE(mock.ok()) << mock.status().ToString();
     mock_ = std::move(*mock);
-    client_ = ClientFor(mock_->openai_base_url());
+    client_ = testing::MockClient(mock_->openai_base_url());
   }
   BranchRequest Branches(const Idea& idea, int count) {
     BranchRequest request;
@@ -179,7 +167,7 @@ TEST_F(LlmFailureTest, AContextLength400IsRetriedOnceWithAShorterHistory) {
 }
 
 TEST_F(LlmFailureTest, AnUnreachableProviderEndsTheCallOnlyBeforeAnySuccess) {
-  auto dead = ClientFor(DeadUrl(), /*attempts=*/2);
+  auto dead = testing::MockClient(DeadUrl(), /*attempts=*/2);
   ASSERT_NE(dead, nullptr);
   auto ideas = MakeLlmIdeaGenerator(*dead);
   ASSERT_TRUE(ideas.ok());
@@ -217,17 +205,13 @@ SearchOptions SmallSearch() {
 }
 
 TEST_F(LlmFailureTest, ASearchAgainstADeadServerFailsWithTheReason) {
-  auto dead = ClientFor(DeadUrl(), /*attempts=*/2);
+  auto dead = testing::MockClient(DeadUrl(), /*attempts=*/2);
   ASSERT_NE(dead, nullptr);
   auto ideas = MakeLlmIdeaGenerator(*dead);
   auto brancher = MakeLlmBrancher(*dead);
   ASSERT_TRUE(ideas.ok() && brancher.ok());
   testing::FakeEvaluator evaluator(problem_, [](const Candidate&) { return testing::Timed(1); });
-  SearchContext context;
-  context.problem = &problem_;
-  context.evaluator = &evaluator;
-  context.ideas = ideas->get();
-  context.brancher = brancher->get();
+  SearchContext context = testing::Context(problem_, evaluator, ideas->get(), brancher->get());
   auto summary = MakeParallelBranchSearch(SmallSearch())->Run(context);
   ASSERT_TRUE(summary.ok()) << summary.status().ToString();
   EXPECT_EQ(summary->termination, TerminationReason::kFailed);
@@ -243,11 +227,7 @@ TEST_F(LlmFailureTest, ASearchWhoseEveryReplyIsUnusableFailsInsteadOfCompleting)
   auto brancher = MakeLlmBrancher(*client_);
   ASSERT_TRUE(ideas.ok() && brancher.ok());
   testing::FakeEvaluator evaluator(problem_, [](const Candidate&) { return testing::Timed(1); });
-  SearchContext context;
-  context.problem = &problem_;
-  context.evaluator = &evaluator;
-  context.ideas = ideas->get();
-  context.brancher = brancher->get();
+  SearchContext context = testing::Context(problem_, evaluator, ideas->get(), brancher->get());
   auto summary = MakeParallelBranchSearch(SmallSearch())->Run(context);
   ASSERT_TRUE(summary.ok()) << summary.status().ToString();
   EXPECT_EQ(summary->termination, TerminationReason::kFailed);
@@ -257,6 +237,70 @@ TEST_F(LlmFailureTest, ASearchWhoseEveryReplyIsUnusableFailsInsteadOfCompleting)
   EXPECT_NE(summary->error.message().find("empty content"), std::string::npos)
       << summary->error.ToString();
   EXPECT_EQ(mock_->counters().requests, 2);  // round 0 and round 1: one idea request each
+}
+
+// An outage after round 0, as a user with a key meets it: round 0 is
+// answered, then every request fails (HTTP 500 after the retries, or no
+// reply within the time-out). The run ends `failed` with the reason — it
+// can be resumed — not `completed` for lack of work.
+class OutageTest : public LlmFailureTest, public ::testing::WithParamInterface<MockFault> {};
+
+TEST_P(OutageTest, AnOutageAfterRoundZeroFailsTheRun) {
+  StartMock();
+  MockReply down;
+  down.fault = GetParam();
+  down.http_status = 500;
+  ASSERT_TRUE(mock_->AddRule(MockRule{"# Round 0:", "", MockReply{testing::IdeasReply(2)}}).ok());
+  ASSERT_TRUE(mock_->AddRule(MockRule{"", "# Round [1-9]", down}).ok());
+  mock_->SetDefaultReply(MockReply{testing::KernelReply("k")});
+  client_ = testing::MockClient(mock_->openai_base_url(), /*attempts=*/2);
+  LlmGeneratorOptions gen;
+  gen.timeout_seconds = 0.3;  // a hung request ends after two of these
+  auto ideas = MakeLlmIdeaGenerator(*client_, gen);
+  auto brancher = MakeLlmBrancher(*client_, gen);
+  ASSERT_TRUE(ideas.ok() && brancher.ok());
+  testing::FakeEvaluator evaluator(problem_, [](const Candidate&) { return testing::Timed(1); });
+  SearchContext context = testing::Context(problem_, evaluator, ideas->get(), brancher->get());
+  auto summary = MakeParallelBranchSearch(SmallSearch())->Run(context);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->termination, TerminationReason::kFailed) << summary->FullReport();
+  EXPECT_EQ(summary->error.code(), GetParam() == MockFault::kHang ? StatusCode::kDeadlineExceeded
+                                                                  : StatusCode::kUnavailable)
+      << summary->error.ToString();
+  EXPECT_NE(summary->error.message().find("round 1: no request reached the model: ideas r1.s0"),
+            std::string::npos)
+      << summary->error.ToString();
+  EXPECT_EQ(summary->rounds, 2);  // round 0's kernels are kept
+  EXPECT_EQ(summary->candidates, 1 + 2 * 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(ErrorsAndHangs, OutageTest,
+                         ::testing::Values(MockFault::kHttpError, MockFault::kHang),
+                         [](const ::testing::TestParamInfo<MockFault>& fault) {
+                           return fault.param == MockFault::kHang ? std::string("Hang")
+                                                                  : std::string("Http500");
+                         });
+
+// The sequential refine loop fails alike when a step's request never
+// reaches the model.
+TEST_F(LlmFailureTest, AnOutageAfterTheFirstStepFailsARefineRun) {
+  StartMock();
+  MockReply down;
+  down.fault = MockFault::kHttpError;
+  down.http_status = 503;
+  MockReply first{testing::KernelReply("first")};
+  mock_->Enqueue(first);
+  mock_->SetDefaultReply(down);
+  client_ = testing::MockClient(mock_->openai_base_url(), /*attempts=*/2);
+  auto brancher = MakeLlmBrancher(*client_);
+  ASSERT_TRUE(brancher.ok());
+  testing::FakeEvaluator evaluator(problem_, [](const Candidate&) { return testing::Timed(1); });
+  SearchContext context = testing::Context(problem_, evaluator, nullptr, brancher->get());
+  auto summary = MakeSequentialRefineSearch(SmallSearch())->Run(context);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->termination, TerminationReason::kFailed) << summary->FullReport();
+  EXPECT_NE(summary->error.message().find("step s2: no request reached the model"), std::string::npos)
+      << summary->error.ToString();
 }
 
 // Usage is counted per reply as it arrives, the summary bills exactly what
@@ -283,18 +327,17 @@ TEST_F(LlmFailureTest, TokenBudgetCountsEveryReplyAndJudgesEveryPaidOne) {
     std::lock_guard<std::mutex> lock(mutex);
     if (e.response.ok() && e.request.tag.starts_with("branch")) ++paid_branch_replies;
   });
-  auto ideas = MakeLlmIdeaGenerator(*client_);
-  auto brancher = MakeLlmBrancher(*client_);
+  // Small replies: many requests fit in the budget.
+  LlmGeneratorOptions gen;
+  gen.max_tokens = 300;
+  auto ideas = MakeLlmIdeaGenerator(*client_, gen);
+  auto brancher = MakeLlmBrancher(*client_, gen);
   ASSERT_TRUE(ideas.ok() && brancher.ok());
   testing::FakeEvaluator evaluator(problem_, [](const Candidate&) { return testing::Timed(1); });
-  SearchContext context;
-  context.problem = &problem_;
-  context.evaluator = &evaluator;
-  context.ideas = ideas->get();
-  context.brancher = brancher->get();
+  SearchContext context = testing::Context(problem_, evaluator, ideas->get(), brancher->get());
   SearchOptions options = SmallSearch();
   options.budget.max_rounds = 0;
-  options.budget.max_tokens = 1500;
+  options.budget.max_tokens = 30000;
   ParallelBranchOptions branch;
   branch.skip_duplicates = false;
   auto summary = MakeParallelBranchSearch(options, branch)->Run(context);
@@ -306,7 +349,7 @@ TEST_F(LlmFailureTest, TokenBudgetCountsEveryReplyAndJudgesEveryPaidOne) {
   std::lock_guard<std::mutex> lock(mutex);
   EXPECT_EQ(summary->candidates - 1, paid_branch_replies);  // every usable paid branch judged
   EXPECT_GT(billed.failures, 0);  // the empty replies, billed and counted
-  EXPECT_GE(summary->input_tokens + summary->output_tokens, 1500);
+  EXPECT_LE(summary->input_tokens + summary->output_tokens, 30000);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 namespace ksearch {
 namespace {
 
+using testing::Context;
 using testing::FakeEvaluator;
 using testing::KernelReply;
 using testing::RoundCounter;
@@ -69,17 +70,6 @@ FakeEvaluator::Judge TimesById(std::map<std::string, double> times) {
     auto it = times.find(c.id);
     return testing::Timed(it == times.end() ? 1.5 : it->second);
   };
-}
-
-SearchContext Context(const Problem& problem, Evaluator& evaluator, IdeaGenerator& ideas,
-                      Brancher& brancher, std::vector<SearchObserver*> observers = {}) {
-  SearchContext context;
-  context.problem = &problem;
-  context.evaluator = &evaluator;
-  context.ideas = &ideas;
-  context.brancher = &brancher;
-  context.observers = std::move(observers);
-  return context;
 }
 
 class MockLlm {

@@ -77,9 +77,12 @@ TEST(SearchRun, TheFirstStopReasonWinsAndEachStopCancelsWhatItShould) {
   SearchRun run(f.context, SearchBudget(), "test");
   EXPECT_FALSE(run.stopped().has_value());
   run.Stop(TerminationReason::kBudgetTokens);
-  EXPECT_TRUE(run.generation_cancel()->load());
+  // A reply the provider has begun is billed anyway: the token budget
+  // cancels no request (the spending gate sends nothing new).
+  EXPECT_FALSE(run.generation_cancel()->load());
   EXPECT_FALSE(run.evaluation_cancel()->load());
   run.Stop(TerminationReason::kStoppedByObserver);
+  EXPECT_TRUE(run.generation_cancel()->load());
   EXPECT_TRUE(run.evaluation_cancel()->load());  // an observer's stop cancels at once
   EXPECT_EQ(run.stopped(), TerminationReason::kBudgetTokens);
   // A cancelled generator call after a stop is no failure.
@@ -137,6 +140,27 @@ TEST(SearchRun, TokensAndCostCountTowardTheirBudgets) {
   EXPECT_EQ(summary.input_tokens, 15);
   EXPECT_EQ(summary.output_tokens, 20);
   EXPECT_DOUBLE_EQ(summary.cost_usd, 1.1);
+}
+
+// The token and money budgets are kept by the run's spending gate before a
+// request is sent: its first refusal stops the run, with nothing in flight
+// cancelled, and the generator calls of the run see the same gate.
+TEST(SearchRun, TheSpendingGatesFirstRefusalStopsTheRunWithoutCancellingRequests) {
+  Fixture f;
+  SearchBudget budget;
+  budget.max_tokens = 100;
+  SearchRun run(f.context, budget, "test");
+  ASSERT_TRUE(run.spending()->Admit(GeneratorUsage{30, 40, 0.0}).ok());
+  EXPECT_FALSE(run.CheckLimits());
+  EXPECT_FALSE(run.spending()->Admit(GeneratorUsage{30, 40, 0.0}).ok());
+  EXPECT_TRUE(run.CheckLimits());
+  EXPECT_EQ(run.stopped(), TerminationReason::kBudgetTokens);
+  EXPECT_FALSE(run.generation_cancel()->load());
+  EXPECT_FALSE(run.evaluation_cancel()->load());
+  // Usage the run counts is what the gate counts at least.
+  run.AddUsage(GeneratorUsage{20, 25, 0.0});
+  EXPECT_EQ(run.spending()->spent().input_tokens, 20);
+  EXPECT_EQ(run.Finish().termination, TerminationReason::kBudgetTokens);
 }
 
 // A judged kernel with one result per shape case of `problem`: `ms[i]` for

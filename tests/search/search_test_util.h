@@ -4,6 +4,8 @@
 #ifndef KSEARCH_TESTS_SEARCH_SEARCH_TEST_UTIL_H_
 #define KSEARCH_TESTS_SEARCH_SEARCH_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -11,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ksearch/ksearch.h"
@@ -198,6 +201,43 @@ class RoundCounter final : public SearchObserver {
   std::vector<std::string> bests_;
   std::vector<int> ends_;
 };
+
+// A search of `problem` judged by `evaluator` with these generators (either
+// may be null) and observers.
+inline SearchContext Context(const Problem& problem, Evaluator& evaluator, IdeaGenerator* ideas,
+                             Brancher* brancher, std::vector<SearchObserver*> observers = {}) {
+  SearchContext context;
+  context.problem = &problem;
+  context.evaluator = &evaluator;
+  context.ideas = ideas;
+  context.brancher = brancher;
+  context.observers = std::move(observers);
+  return context;
+}
+inline SearchContext Context(const Problem& problem, Evaluator& evaluator, IdeaGenerator& ideas,
+                             Brancher& brancher, std::vector<SearchObserver*> observers = {}) {
+  return Context(problem, evaluator, &ideas, &brancher, std::move(observers));
+}
+
+// An OpenAI-format client of the mock server (or any server) at `base_url`
+// for model "mock": `attempts` per request with millisecond backoffs, costs
+// from `prices`.
+inline std::unique_ptr<HttpLlmClient> MockClient(const std::string& base_url, int attempts = 1,
+                                                 PriceTable prices = {}) {
+  HttpLlmClient::Options options;
+  options.base_url = base_url;
+  options.default_model = "mock";
+  options.retry.max_attempts = attempts;
+  options.retry.initial_backoff_seconds = 0.001;
+  options.retry.max_backoff_seconds = 0.005;
+  options.prices = std::move(prices);
+  auto client = HttpLlmClient::Create(options);
+  if (!client.ok()) {
+    ADD_FAILURE() << client.status().ToString();
+    return nullptr;
+  }
+  return std::move(*client);
+}
 
 inline std::unique_ptr<Evaluator> CompileOnlyEvaluator(const Problem& problem) {
   EvaluatorOptions options;

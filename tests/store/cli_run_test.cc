@@ -2,10 +2,12 @@
 // was SIGKILLed and ends with what an uninterrupted run has, and `ksearch
 // mock-llm` serves a search. All without a GPU (--compile-only).
 #include <gtest/gtest.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -107,7 +109,7 @@ TEST(CliRun, NoDbWritesNothingAndBadInputIsNamed) {
   EXPECT_NE(out.find("no such database"), std::string::npos) << out;
   out.clear();
   EXPECT_EQ(Shell(kCli + " run softmax --gpus 0,x --compile-only --arch sm_90 --no-db", &out), 2);
-  EXPECT_NE(out.find("'x' is not a GPU ordinal"), std::string::npos) << out;
+  EXPECT_NE(out.find("--gpus: x is not a number"), std::string::npos) << out;
   out.clear();
   EXPECT_EQ(Shell(kCli + " run softmax --queue redis://127.0.0.1:9 --no-db", &out), 2) << out;
   EXPECT_NE(out.find("--queue needs --arch"), std::string::npos) << out;
@@ -163,6 +165,27 @@ TEST(CliRun, ResumeAfterSigkillEndsWithTheUninterruptedRun) {
 }
 
 // `ksearch mock-llm` serves a branch search run against it over HTTP.
+// A compile-only run never runs a kernel: the idea outcomes that show and
+// the report print count compiled branches, never correct ones.
+TEST(CliRun, CompileOnlyOutcomesSayCompiledInShowAndTheReport) {
+  TempDir dir;
+  const std::string db = dir.path() + "/k.db";
+  std::vector<std::string> args = SearchArgs(db);
+  args[std::find(args.begin(), args.end(), "--rounds") - args.begin() + 1] = "2";
+  std::string out;
+  ASSERT_EQ(Shell(Join(args), &out), kCompiledOnly) << out;
+  std::string shown;
+  ASSERT_EQ(Shell(kCli + " show 1 --db " + db, &shown), 0) << shown;
+  EXPECT_NE(shown.find("branches compiled (compile-only: not run, not judged)"), std::string::npos) << shown;
+  EXPECT_EQ(shown.find("branches correct"), std::string::npos) << shown;
+  const std::string html = dir.path() + "/report.html";
+  ASSERT_EQ(Shell(kCli + " report 1 --db " + db + " --html " + html, &out), 0) << out;
+  std::ifstream in(html);
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("branches compiled (compile-only: not run, not judged)"), std::string::npos);
+  EXPECT_EQ(page.find("branches correct"), std::string::npos);
+}
+
 TEST(CliRun, MockLlmServesASearch) {
   TempDir dir;
   const std::string log = dir.path() + "/mock.log";

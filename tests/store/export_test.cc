@@ -8,6 +8,7 @@
 
 #include "cli_test_util.h"
 #include "core/file_util.h"
+#include "cuda/compiler.h"
 #include "ksearch/kernel_cache.h"
 #include "ksearch/store.h"
 #include "store/records.h"
@@ -242,6 +243,72 @@ TEST(Export, TheHeaderEncodesTensorMaps) {
             "CUresult Use(CUstream s, const float* x, float* y) {\n"
             "  engine::tma::Tensors t;\n  t.x = x;\n  t.y = y;\n"
             "  return engine::tma::Launch(s, t);\n}\n");
+  std::string output;
+  ASSERT_EQ(Shell(CompileCommand(dir.path()) + " -c " + dir.path() + "/main.cc -o " + dir.path() + "/main.o", &output),
+            0)
+      << output << "\n--- header ---\n"
+      << h;
+}
+
+// A launch with a cluster goes through cuLaunchKernelEx with the cluster
+// attribute, as the judge's executor launches it; a kernel compiled with
+// __cluster_dims__ launches with its own, through cuLaunchKernel.
+TEST(Export, TheHeaderLaunchesClusters) {
+  TempDir dir;
+  Problem problem = RowSoftmaxProblem(64, 256);
+  auto plan = LaunchPlan::FromJson(R"json({"params": {"CL": 4},
+    "launches": [{"kernel": "split", "grid": ["rows * CL", 1, 1], "block": [128, 1, 1],
+                  "cluster": ["CL", 1, 1], "args": ["x", "y", "cols:i32"]},
+                 {"kernel": "wide", "grid": ["rows", 1, 1], "block": [64, 1, 1],
+                  "cluster": [16], "non_portable_cluster_size": true, "args": ["y"]},
+                 {"kernel": "declared", "grid": ["rows", 1, 1], "block": [64, 1, 1],
+                  "cluster": [2], "args": ["y"]}]})json",
+                                   "plan");
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  internal::CompilerOptions compiler_options;
+  compiler_options.cache_dir = "";
+  internal::Compiler compiler(compiler_options);
+  auto compiled = compiler.Compile(
+      {"extern \"C\" __global__ void split(const float* x, float* y, int n) { y[0] = x[0] + n; }\n"
+       "extern \"C\" __global__ void wide(float* y) { y[0] = 1.f; }\n"
+       "extern \"C\" __global__ void __cluster_dims__(2, 1, 1) declared(float* y) { y[1] = 2.f; }\n",
+       {},
+       "sm_90",
+       "clusters.cu"});
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  ASSERT_TRUE(compiled->ok) << compiled->log;
+  CachedKernel kernel;
+  kernel.key = KernelCacheKey::For(problem, FakeDevice());
+  kernel.plan = *plan;
+  kernel.arch = "sm_90";
+  kernel.cubin = compiled->cubin;
+  auto header = GenerateKernelHeader(problem, kernel, "engine::clusters");
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  const std::string& h = *header;
+  auto launch_text = [&](int l) {
+    size_t from = h.find("launches[" + std::to_string(l) + "]");
+    size_t to = h.find("launches[" + std::to_string(l + 1) + "]");
+    return h.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  };
+  const std::string split = launch_text(0), wide = launch_text(1), declared = launch_text(2);
+  EXPECT_NE(split.find("cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;"), std::string::npos) << split;
+  EXPECT_NE(split.find("cluster.value.clusterDim.x = static_cast<unsigned>(CL);"), std::string::npos) << split;
+  EXPECT_NE(split.find("ks_result = cuLaunchKernelEx(&config, ks_module.functions[0], args, nullptr);"),
+            std::string::npos)
+      << split;
+  EXPECT_EQ(split.find("NON_PORTABLE"), std::string::npos) << split;
+  EXPECT_NE(wide.find("cuFuncSetAttribute(ks_module.functions[1], CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)"),
+            std::string::npos)
+      << wide;
+  EXPECT_NE(wide.find("cluster.value.clusterDim.x = static_cast<unsigned>(int64_t(16));"), std::string::npos) << wide;
+  EXPECT_EQ(declared.find("cuLaunchKernelEx"), std::string::npos) << declared;
+  EXPECT_NE(declared.find("cuLaunchKernel(ks_module.functions[2]"), std::string::npos) << declared;
+  dir.Write("clusters.h", h);
+  dir.Write("main.cc",
+            "#include \"clusters.h\"\n"
+            "CUresult Use(CUstream s, const float* x, float* y) {\n"
+            "  engine::clusters::Tensors t;\n  t.x = x;\n  t.y = y;\n"
+            "  return engine::clusters::Launch(s, t);\n}\n");
   std::string output;
   ASSERT_EQ(Shell(CompileCommand(dir.path()) + " -c " + dir.path() + "/main.cc -o " + dir.path() + "/main.o", &output),
             0)

@@ -12,6 +12,7 @@
 #include "ksearch/evaluator.h"
 #include "ksearch/problem.h"
 #include "ksearch/status.h"
+#include "numeric_flags.h"
 
 namespace ksearch::cli {
 
@@ -33,23 +34,6 @@ StatusOr<std::vector<std::pair<std::string, int64_t>>> ParseDims(const std::stri
 
 // Loads a problem and applies --dims overrides.
 StatusOr<Problem> LoadWithDims(const std::string& name, const std::string& dims);
-
-// Validators for numeric flags: "--batch: 0 is not allowed (expected a number
-// above 0)". CLI11 names the flag; a failed check is a usage error (exit 2).
-inline CLI::Validator AtLeast(double lowest, bool inclusive) {
-  return CLI::Validator(
-      [lowest, inclusive](std::string& value) -> std::string {
-        double number = 0.0;
-        if (!CLI::detail::lexical_cast(value, number)) return value + " is not a number";
-        if (inclusive ? number >= lowest : number > lowest) return {};
-        return value + " is not allowed (expected a number " +
-               (inclusive ? std::string("of at least ") : std::string("above ")) +
-               CLI::detail::to_string(static_cast<long long>(lowest)) + ")";
-      },
-      inclusive ? "NUMBER>=0" : "NUMBER>0");
-}
-inline CLI::Validator NonNegative() { return AtLeast(0, true); }
-inline CLI::Validator Positive() { return AtLeast(0, false); }
 
 }  // namespace ksearch::cli
 

@@ -147,17 +147,15 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--compile-only", args.compile_only,
                 "compile and check the plan without a GPU (needs --arch)");
   cmd->add_option("--arch", args.arch, "compile target, e.g. sm_90 (default: the GPU's)");
-  cmd->add_option("--device", args.device, "CUDA device ordinal")
-      ->capture_default_str()
-      ->check(NonNegative());
-  cmd->add_option("--replay-input-seed", args.replay_input_seed,
-                  "fixed input seed, for tests and replays only: every input becomes predictable to a kernel that knows it (docs/evaluation.md, Secrets); default 0: the operating system's randomness")
-      ->check(NonNegative());
+  AddNumber(*cmd, "--device", args.device, "CUDA device ordinal", Between(0, kMaxGpuOrdinal))
+      ->capture_default_str();
+  AddNumber(*cmd, "--replay-input-seed", args.replay_input_seed,
+            "fixed input seed, for tests and replays only: every input becomes predictable to a kernel that knows it (docs/evaluation.md, Secrets); default 0: the operating system's randomness", AtLeast(0));
   cmd->add_option("--nvrtc-option", args.nvrtc_options, "extra NVRTC option (repeatable)");
   cmd->add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
-  cmd->add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per kernel")
-      ->capture_default_str()
-      ->check(Positive());
+  AddNumber(*cmd, "--max-timing-seconds", args.max_timing_seconds, "cap on timing per kernel",
+            PositiveUpTo(kSecondsInAnHour))
+      ->capture_default_str();
   cmd->add_flag("--unsandboxed-compile", args.unsandboxed_compile, kUnsandboxedCompileHelp);
   cmd->add_flag("--json", args.json, "print the evaluation as JSON");
   cmd->footer(

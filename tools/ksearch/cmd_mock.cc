@@ -100,14 +100,6 @@ int ServeMock(const MockArgs& args) {
     return ReportError(InvalidArgumentError(
         "mock-llm needs exactly one of --script FILE or --problem NAME"));
   }
-  if (args.port < 0 || args.port > 65535) {
-    return ReportError(InvalidArgumentError("--port " + std::to_string(args.port) +
-                                            ": expected 0 (any free port) to 65535"));
-  }
-  if (args.fault_rate < 0.0 || args.fault_rate > 1.0) {
-    return ReportError(InvalidArgumentError("--fault-rate " + std::to_string(args.fault_rate) +
-                                            ": expected a fraction from 0 to 1"));
-  }
   MockLlmServer::Options options;
   options.address = args.address;
   options.port = static_cast<uint16_t>(args.port);
@@ -169,19 +161,25 @@ void AddMockLlmCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--problem", args.problem,
                   "script the replies from a problem instead: ideas name variants of its "
                   "starting kernel and templates, branches return them");
-  cmd->add_option("--rounds", args.rounds, "with --problem: rounds scripted")->capture_default_str();
-  cmd->add_option("--branches", args.branches, "with --problem: branches per idea scripted")
+  AddNumber(*cmd, "--rounds", args.rounds, "with --problem: rounds scripted", AtLeast(0))
+      ->capture_default_str();
+  AddNumber(*cmd, "--branches", args.branches, "with --problem: branches per idea scripted",
+            AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--address", args.address, "address to listen on (keep it on loopback)")
       ->capture_default_str();
-  cmd->add_option("--port", args.port, "port (0: any free one, printed at start)")
+  AddNumber(*cmd, "--port", args.port, "port (0: any free one, printed at start)",
+            Between(0, 65535))
       ->capture_default_str();
-  cmd->add_option("--latency-ms", args.latency_ms, "think time added to every reply")
+  AddNumber(*cmd, "--latency-ms", args.latency_ms, "think time added to every reply",
+            Between(0, 1000 * kSecondsInAnHour))
       ->capture_default_str();
-  cmd->add_option("--fault-rate", args.fault_rate,
-                  "fraction of requests answered with a transient fault (429, 500, 503, reset)")
+  AddNumber(*cmd, "--fault-rate", args.fault_rate,
+            "fraction of requests answered with a transient fault (429, 500, 503, reset)",
+            Between(0, 1))
       ->capture_default_str();
-  cmd->add_option("--seed", args.seed, "seed of the fault choice")->capture_default_str();
+  AddNumber(*cmd, "--seed", args.seed, "seed of the fault choice", AtLeast(0))
+      ->capture_default_str();
   cmd->add_option("--require-key-env", args.api_key_env,
                   "refuse requests (401) without the API key held in this environment variable");
   cmd->add_flag("--tls", args.tls, "serve HTTPS with a fresh self-signed certificate");

@@ -177,6 +177,20 @@ std::vector<LlmExchange> SessionExchanges(Store& store, int64_t run_id, int64_t 
   return exchanges;
 }
 
+// What the provider billed: this session's live clients, and for a resumed
+// run the replies earlier sessions recorded besides.
+Billed BilledTotals(const Generators& generators, const RunSession* session) {
+  Billed billed;
+  for (const LlmClient* client : generators.live_clients()) billed.session += client->totals();
+  if (session && session->resumed()) {
+    LlmTotals run = billed.session;
+    for (const LlmExchange& x : session->history().exchanges) run += LlmTotals::Of(x);
+    billed.run = run;
+    billed.sessions = session->run().sessions;
+  }
+  return billed;
+}
+
 // "run 3 recorded in ./ksearch.db …" on stderr, with how to see and continue it.
 void PrintRecorded(const SearchSummary& summary, const RunSession& session, const Store& store) {
   std::cerr << "ksearch: run " << session.run_id() << " recorded in " << store.path();
@@ -185,7 +199,8 @@ void PrintRecorded(const SearchSummary& summary, const RunSession& session, cons
               << " judged kernels, " << session.reused_replies() << " LLM replies)";
   }
   std::cerr << "; see 'ksearch show " << session.run_id() << "'";
-  if (summary.termination == TerminationReason::kInterrupted) {
+  if (summary.termination == TerminationReason::kInterrupted ||
+      summary.termination == TerminationReason::kFailed) {
     std::cerr << ", continue with 'ksearch resume " << session.run_id() << "'";
   }
   std::cerr << "\n";
@@ -257,6 +272,7 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator* inner, Store*
   if (args.strategy == "tune" && !args.llm.empty()) {
     std::cerr << "ksearch: note: --llm is for --strategy branch or refine; tune needs no model\n";
   }
+  NoteModelFlags(args);
   auto generators = MakeGenerators(args, problem, session);
   if (!generators.ok()) return ReportError(generators.status());
   WaitWatch watch(&StopRequested(), generators->exchange_clients(), generators->http_clients(),
@@ -275,8 +291,8 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator* inner, Store*
   std::unique_ptr<Evaluator> watched = watch.Watch(recorded ? *recorded : *inner);
   Evaluator& evaluator = *watched;
   std::unique_ptr<Searcher> searcher = MakeSearcher(args);
-  Progress progress(args.json, args.progress_every, generators->clients(),
-                    generators->http_clients(), generators->exchange_clients());
+  Progress progress(args.json, args.progress_every_seconds.value_or(kDefaultProgressSeconds),
+                    generators->clients(), generators->http_clients(), generators->exchange_clients());
   SearchContext context;
   context.problem = &problem;
   context.evaluator = &evaluator;
@@ -298,7 +314,7 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator* inner, Store*
   if (args.json) {
     PrintSummaryJson(*summary, problem, session ? session->run_id() : 0, time);
   } else {
-    PrintSummaryText(*summary, time, args.unsandboxed_compile, generators->clients());
+    PrintSummaryText(*summary, time, args.unsandboxed_compile, BilledTotals(*generators, session));
     PrintUnknownUsage(*generators);
   }
   PrintWaitReason(watch, *generators, session);
@@ -351,6 +367,8 @@ int RunSearch(const RunArgs& given) {
     chosen = {"--queue-run", args.queue_run};
   }
   if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
+  // Refused flags must leave nothing in the store.
+  if (Status flags = CheckModelFlags(args); !flags.ok()) return ReportError(flags);
   if (args.problem.empty()) {
     return ReportError(InvalidArgumentError("ksearch run needs a PROBLEM (or --resume RUN)"));
   }
@@ -452,7 +470,10 @@ int ResumeSearch(const RunArgs& given) {
   if (!given.queue_run.empty()) args.queue_run = given.queue_run;
   if (given.json) args.json = true;
   if (!given.exchange_folder.empty()) SetExchangeFolder(args, given.exchange_folder);
+  // How this session reports itself; not recorded with the run.
+  if (given.progress_every_seconds) args.progress_every_seconds = given.progress_every_seconds;
   if (Status valid = ValidateArgs(args); !valid.ok()) return ReportError(valid);
+  if (Status flags = CheckModelFlags(args); !flags.ok()) return ReportError(flags);
   // A run whose model is reached through files goes on without a GPU as
   // far as the model's steps take it: its evaluator is made only when a
   // candidate must be judged.
@@ -504,9 +525,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   AddRunOptions(*cmd, args);
   AddSelectionOptions(*cmd, args);
   cmd->add_flag("--no-db", args.no_db, "do not record the run (it cannot be resumed)");
-  cmd->add_option("--resume", args.resume,
-                  "continue run RUN of the database with its recorded problem and flags (as "
-                  "'ksearch resume RUN')");
+  AddNumber(*cmd, "--resume", args.resume,
+            "continue run RUN of the database with its recorded problem and flags (as "
+            "'ksearch resume RUN')",
+            AtLeast(1));
   cmd->footer(
       "Every run is recorded in the database (--db): a run stopped by Ctrl-C, a crash or\n"
       "SIGKILL continues with 'ksearch resume RUN' without judging a finished kernel or\n"
@@ -542,34 +564,40 @@ void AddResumeCommand(CLI::App& app, int* exit_code) {
   static RunArgs args;
   auto* cmd = app.add_subcommand(
       "resume", "Continue a recorded run that was interrupted, killed or failed");
-  cmd->add_option("RUN", args.resume, "run number, as 'ksearch list' shows it")->required();
+  AddNumber(*cmd, "RUN", args.resume, "run number, as 'ksearch list' shows it", AtLeast(1))
+      ->required();
   AddSelectionOptions(*cmd, args);
   cmd->add_flag("--take-over", args.take_over,
                 "resume although the run says it is running (its process is known to be gone)");
   cmd->add_flag("--reopen", args.reopen,
                 "continue a completed run, to extend it with a larger budget (--rounds, …)");
   static std::string rounds, max_candidates, budget_minutes, budget_gpu_minutes, exchange_wait;
+  // Kept as given (a resume records them in the run's flags), checked as the
+  // run's own flags are.
   struct Override {
     const char* flag;
     std::string* value;
+    NumberType type;
     const char* help;
   };
-  for (const Override& o : {Override{"--rounds", &rounds, "rounds in all, replacing the recorded"},
-                            Override{"--max-candidates", &max_candidates,
-                                     "candidates in all, replacing the recorded budget"},
-                            Override{"--budget-minutes", &budget_minutes,
-                                     "wall time for this session, replacing the recorded budget"},
-                            Override{"--budget-gpu-minutes", &budget_gpu_minutes,
-                                     "evaluator time for this session, replacing the recorded"},
-                            Override{"--exchange-wait", &exchange_wait,
-                                     "seconds to wait for replies in an exchange folder, "
-                                     "replacing the recorded (0: as long as it takes)"}}) {
-    cmd->add_option(o.flag, *o.value, o.help)->check(NonNegative());
+  for (const Override& o :
+       {Override{"--rounds", &rounds, NumberType::kInt32, "rounds in all, replacing the recorded"},
+        Override{"--max-candidates", &max_candidates, NumberType::kInt64,
+                 "candidates in all, replacing the recorded budget"},
+        Override{"--budget-minutes", &budget_minutes, NumberType::kReal,
+                 "wall time for this session, replacing the recorded budget"},
+        Override{"--budget-gpu-minutes", &budget_gpu_minutes, NumberType::kReal,
+                 "evaluator time for this session, replacing the recorded"},
+        Override{"--exchange-wait", &exchange_wait, NumberType::kReal,
+                 "seconds to wait for replies in an exchange folder, replacing the recorded (0: as "
+                 "long as it takes)"}}) {
+    AddNumberText(*cmd, o.flag, *o.value, o.help, o.type, AtLeast(0));
   }
   cmd->add_option("--exchange", args.exchange_folder,
                   "the run's exchange folder, in place of the recorded exchange:DIR (a run "
                   "carried to another machine); not recorded");
   cmd->add_flag("--json", args.json, "print the summary as JSON");
+  AddProgressOption(*cmd, args);
   cmd->footer(
       "The run's problem, strategy, seed and flags come from the database. Kernels judged\n"
       "and LLM replies received before the interruption are reused, so the search replays\n"

@@ -275,9 +275,8 @@ void AddStoreCommands(CLI::App& app, int* exit_code) {
   auto* list = app.add_subcommand("list", "List the runs recorded in a ksearch database");
   AddDbOption(list, list_args);
   list->add_option("--problem", list_args.problem, "only runs of this problem (name as recorded)");
-  list->add_option("--limit", list_args.limit, "newest runs to show (0: all)")
-      ->capture_default_str()
-      ->check(NonNegative());
+  AddNumber(*list, "--limit", list_args.limit, "newest runs to show (0: all)", AtLeast(0))
+      ->capture_default_str();
   list->add_flag("--json", list_args.json, "print a JSON array of runs");
   list->footer("A run that says 'stopped' was killed; 'ksearch run --resume RUN' continues it.\n\n"
                "Examples:\n"
@@ -297,9 +296,8 @@ void AddStoreCommands(CLI::App& app, int* exit_code) {
                    "built-in name or path (matched by fingerprint), or a recorded problem name")
       ->required();
   AddDbOption(best, best_args);
-  best->add_option("--limit", best_args.limit, "runs to compare (0: all)")
-      ->capture_default_str()
-      ->check(NonNegative());
+  AddNumber(*best, "--limit", best_args.limit, "runs to compare (0: all)", AtLeast(0))
+      ->capture_default_str();
   best->add_flag("--json", best_args.json, "print a JSON array, fastest first");
   best->footer("Exit status 1 when no run has a correct kernel for the problem.\n\n"
                "Examples:\n  ksearch best softmax\n  ksearch best ./my_op/problem.json --json");

@@ -97,29 +97,30 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--device-model", args.device_model,
                   "also take jobs that ask for this model, e.g. \"NVIDIA H200\"");
-  cmd->add_option("--gpus", args.gpus,
-                  "CUDA ordinals to judge on, one worker process each "
-                  "(default: every visible GPU)")
+  AddNumber(*cmd, "--gpus", args.gpus,
+            "CUDA ordinals to judge on, one worker process each "
+            "(default: every visible GPU)",
+            Between(0, kMaxGpuOrdinal))
       ->delimiter(',');
   cmd->add_option("--name", args.name, "consumer name, unique in the fleet (default: HOST-PID)");
-  cmd->add_option("--batch", args.batch,
-                  "jobs taken at once (default: 2 per --gpus entry, else 2)");
+  AddNumber(*cmd, "--batch", args.batch, "jobs taken at once (default: 2 per --gpus entry, else 2)",
+            Between(0, 4096));
   cmd->add_option("--prefix", args.prefix, "key prefix shared with the orchestrator")
       ->capture_default_str();
-  cmd->add_option("--visibility-timeout", args.visibility_timeout,
-                  "seconds after which a silent worker's job is taken over")
+  AddNumber(*cmd, "--visibility-timeout", args.visibility_timeout,
+            "seconds after which a silent worker's job is taken over", PositiveUpTo(kSecondsInADay))
       ->capture_default_str();
-  cmd->add_option("--max-attempts", args.max_attempts,
-                  "deliveries after which a job is marked crashed")
+  AddNumber(*cmd, "--max-attempts", args.max_attempts,
+            "deliveries after which a job is marked crashed", Between(1, 100))
       ->capture_default_str();
-  cmd->add_option("--max-jobs", args.max_jobs, "exit after this many jobs (0: run until stopped)");
+  AddNumber(*cmd, "--max-jobs", args.max_jobs, "exit after this many jobs (0: run until stopped)",
+            AtLeast(0));
   cmd->add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
-  cmd->add_option("--replay-input-seed", args.replay_input_seed,
-                  "fixed input seed, for tests and replays only: every input becomes predictable to a kernel that knows it (docs/evaluation.md, Secrets); default 0: the operating system's randomness")
-      ->check(NonNegative());
-  cmd->add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per kernel")
-      ->capture_default_str()
-      ->check(Positive());
+  AddNumber(*cmd, "--replay-input-seed", args.replay_input_seed,
+            "fixed input seed, for tests and replays only: every input becomes predictable to a kernel that knows it (docs/evaluation.md, Secrets); default 0: the operating system's randomness", AtLeast(0));
+  AddNumber(*cmd, "--max-timing-seconds", args.max_timing_seconds, "cap on timing per kernel",
+            PositiveUpTo(kSecondsInAnHour))
+      ->capture_default_str();
   cmd->add_flag("--fake", args.fake,
                 "judge with fake GPU workers (no CUDA; verdicts scripted by '// fake:' lines, "
                 "see ksearch-worker --help): for trying a fleet out on any machine");

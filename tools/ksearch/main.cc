@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "ksearch/evaluator.h"
 #include "ksearch/version.h"
+#include "numeric_flags.h"
 
 namespace ksearch::cli {
 
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
   AddEvalCommand(app, &exit_code);
   AddProblemsCommand(app, &exit_code);
   AddStoreCommands(app, &exit_code);
+  RequireNumberChecks(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

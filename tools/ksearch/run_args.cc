@@ -1,5 +1,6 @@
 #include "run_args.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "cli_util.h"
@@ -14,16 +15,16 @@ StatusOr<std::vector<int>> ParseGpus(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    long value = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || value < 0 || value > 1023) {
-      return InvalidArgumentError("--gpus " + text + ": '" + item +
-                                  "' is not a GPU ordinal; expected e.g. --gpus 0,1 or all");
+    if (std::string wrong = CheckNumber(item, NumberType::kInt32, Between(0, kMaxGpuOrdinal));
+        !wrong.empty()) {
+      return InvalidArgumentError("--gpus: " + (item.empty() ? "an empty entry" : wrong) +
+                                  "; expected GPU ordinals, e.g. --gpus 0,1, or all");
     }
-    for (int g : gpus) {
-      if (g == value) return InvalidArgumentError("--gpus " + text + ": GPU " + item + " twice");
+    const int gpu = std::stoi(item);
+    if (std::find(gpus.begin(), gpus.end(), gpu) != gpus.end()) {
+      return InvalidArgumentError("--gpus: GPU " + item + " twice");
     }
-    gpus.push_back(static_cast<int>(value));
+    gpus.push_back(gpu);
   }
   return gpus;
 }
@@ -69,13 +70,12 @@ Status ValidateArgs(const RunArgs& args) {
 }
 
 void AddBudgetOptions(CLI::App& cmd, RunArgs& args) {
-  cmd.add_option("--max-candidates", args.max_candidates, "stop after this many candidates")
-      ->check(NonNegative());
-  cmd.add_option("--budget-minutes", args.budget_minutes, "stop after this much wall time")
-      ->check(NonNegative());
-  cmd.add_option("--budget-gpu-minutes", args.budget_gpu_minutes,
-                 "stop after this much evaluator time")
-      ->check(NonNegative());
+  AddNumber(cmd, "--max-candidates", args.max_candidates, "stop after this many candidates",
+            AtLeast(0));
+  AddNumber(cmd, "--budget-minutes", args.budget_minutes, "stop after this much wall time",
+            AtLeast(0));
+  AddNumber(cmd, "--budget-gpu-minutes", args.budget_gpu_minutes,
+            "stop after this much evaluator time", AtLeast(0));
 }
 
 void ApplyRoundsDefault(const CLI::App& cmd, RunArgs& args) {
@@ -109,93 +109,88 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
                  "the model that writes ideas, in --llm's forms (default: --llm)");
   cmd.add_option("--branch-llm", args.branch_llm,
                  "the model that writes implementations and repairs (default: --llm)");
-  cmd.add_option("--max-output-tokens", args.max_output_tokens,
-                 "output tokens per reply at most, reasoning included (default 16384)")
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--temperature", args.temperature,
-                 "sampling temperature (default: none sent, the provider's default; never sent "
-                 "to OpenAI reasoning models or with --thinking-budget)")
-      ->check(CLI::Range(0.0, 2.0));
+  AddNumber(cmd, "--max-output-tokens", args.max_output_tokens,
+            "output tokens per reply at most, reasoning included (default 16384)",
+            Between(1, 1000000));
+  AddNumber(cmd, "--temperature", args.temperature,
+            "sampling temperature (default: none sent, the provider's default; never sent "
+            "to OpenAI reasoning models or with --thinking-budget)",
+            Between(0, 2));
   cmd.add_option("--reasoning-effort", args.reasoning_effort,
                  "OpenAI reasoning models (o1, o3, o4, gpt-5): minimal, low, medium or high")
       ->check(CLI::IsMember({"minimal", "low", "medium", "high"}));
-  cmd.add_option("--thinking-budget", args.thinking_budget,
-                 "Anthropic extended thinking: budget_tokens (>= 1024, below "
-                 "--max-output-tokens)")
-      ->check(NonNegative());
-  cmd.add_option("--llm-timeout", args.llm_timeout,
-                 "seconds per LLM attempt until the whole reply is read")
-      ->check(CLI::PositiveNumber)
+  AddNumber(cmd, "--thinking-budget", args.thinking_budget,
+            "Anthropic extended thinking: budget_tokens (>= 1024, below "
+            "--max-output-tokens)",
+            AtLeast(0));
+  AddNumber(cmd, "--llm-timeout", args.llm_timeout_seconds,
+            "seconds per LLM attempt until the whole reply is read", PositiveUpTo(kSecondsInADay))
       ->capture_default_str();
-  cmd.add_option("--llm-attempts", args.llm_attempts,
-                 "attempts per LLM request, the first included (time-outs: at most 2)")
-      ->check(CLI::Range(1, 20))
+  AddNumber(cmd, "--llm-attempts", args.llm_attempts,
+            "attempts per LLM request, the first included (time-outs: at most 2)", Between(1, 20))
       ->capture_default_str();
-  cmd.add_option("--exchange-wait", args.exchange_wait_seconds,
-                 "with exchange:DIR: once every request has waited SECONDS for its reply and "
-                 "nothing else is left to do, stop (exit 9) to be resumed when replies are "
-                 "there (default: wait as long as it takes)")
-      ->check(NonNegative());
-  cmd.add_option("--rounds", args.rounds,
-                 "rounds to run (0: until another budget ends; default 6, unlimited when "
-                 "--budget-minutes, --budget-gpu-minutes or --max-candidates is given alone)")
-      ->check(NonNegative());
-  cmd.add_option("--seeds", args.seeds, "branch: k, correct kernels seeding each round")
-      ->capture_default_str()
-      ->check(Positive());
-  cmd.add_option("--ideas", args.ideas, "branch: n, ideas per seed per round")
-      ->capture_default_str()
-      ->check(Positive());
-  cmd.add_option("--branches", args.branches, "branch: b, implementations per idea")
-      ->capture_default_str()
-      ->check(Positive());
+  AddNumber(cmd, "--rounds", args.rounds,
+            "rounds to run (0: until another budget ends; default 6, unlimited when "
+            "--budget-minutes, --budget-gpu-minutes or --max-candidates is given alone)",
+            AtLeast(0));
+  AddNumber(cmd, "--seeds", args.seeds, "branch: k, correct kernels seeding each round", AtLeast(1))
+      ->capture_default_str();
+  AddNumber(cmd, "--ideas", args.ideas, "branch: n, ideas per seed per round", AtLeast(1))
+      ->capture_default_str();
+  AddNumber(cmd, "--branches", args.branches, "branch: b, implementations per idea", AtLeast(1))
+      ->capture_default_str();
+  AddNumber(cmd, "--exchange-wait", args.exchange_wait_seconds,
+            "with exchange:DIR: once every request has waited SECONDS for its reply and "
+            "nothing else is left to do, stop (exit 9) to be resumed when replies are "
+            "there (default 0: wait as long as it takes)",
+            Between(0, kSecondsInADay));
   cmd.add_flag("--repair", args.repair,
                "branch: give a branch that fails to compile or is wrong one fix attempt");
   cmd.add_flag("--idea-per-step", args.idea_per_step,
                "refine: ask for an idea before each revision (two requests per candidate)");
-  cmd.add_option("--max-in-flight", args.max_in_flight, "LLM requests in flight at most")
-      ->capture_default_str()
-      ->check(Positive());
-  cmd.add_option("--batch", args.batch, "tune: candidates judged per round")
-      ->capture_default_str()
-      ->check(Positive());
+  AddNumber(cmd, "--max-in-flight", args.max_in_flight, "LLM requests in flight at most",
+            Between(1, 4096))
+      ->capture_default_str();
+  AddNumber(cmd, "--batch", args.batch, "tune: candidates judged per round", AtLeast(1))
+      ->capture_default_str();
   cmd.add_option("--tune-method", args.tune_method, "tune: random, annealing or halving")
       ->capture_default_str();
   AddBudgetOptions(cmd, args);
-  cmd.add_option("--budget-tokens", args.budget_tokens, "stop after this many LLM tokens")
-      ->check(NonNegative());
-  cmd.add_option("--budget-usd", args.budget_usd,
-                 "stop after this much LLM spending (needs --prices)")
-      ->check(NonNegative());
-  cmd.add_option("--target-speedup", args.target_speedup,
-                 "stop once the best beats the baseline by this")
-      ->check(NonNegative());
+  AddNumber(cmd, "--budget-tokens", args.budget_tokens, "stop after this many LLM tokens",
+            AtLeast(0));
+  AddNumber(cmd, "--budget-usd", args.budget_usd,
+            "stop after this much LLM spending (needs --prices)", AtLeast(0));
+  AddNumber(cmd, "--target-speedup", args.target_speedup,
+            "stop once the best beats the baseline by this", AtLeast(0));
   cmd.add_option("--dims", args.dims, "override problem dims, e.g. rows=256,cols=1024");
   cmd.add_flag("--compile-only", args.compile_only,
                "run the loop without a GPU, judging up to compilation and plan checks (needs "
                "--arch)");
   cmd.add_option("--arch", args.arch, "compile target, e.g. sm_90 (default: the GPU's)");
-  cmd.add_option("--seed", args.seed,
-                 "seed of the search's own choices (seeds, template points); the judge's inputs never "
-                 "depend on it")
-      ->capture_default_str()
-      ->check(NonNegative());
-  cmd.add_option("--replay-input-seed", args.replay_input_seed,
-                 "fixed input seed, for tests and replays only: every input becomes predictable to a kernel "
-                 "that knows it (docs/evaluation.md, Secrets); default 0: the operating system's randomness")
-      ->check(NonNegative());
+  AddNumber(cmd, "--seed", args.seed,
+            "seed of the search's own choices (seeds, template points); the judge's inputs never "
+            "depend on it",
+            AtLeast(0))
+      ->capture_default_str();
+  AddNumber(cmd, "--replay-input-seed", args.replay_input_seed,
+            "fixed input seed, for tests and replays only: every input becomes predictable to a kernel "
+            "that knows it (docs/evaluation.md, Secrets); default 0: the operating system's randomness",
+            AtLeast(0));
   cmd.add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
-  cmd.add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per candidate")
-      ->capture_default_str()
-      ->check(Positive());
+  AddNumber(cmd, "--max-timing-seconds", args.max_timing_seconds, "cap on timing per candidate",
+            PositiveUpTo(kSecondsInAnHour))
+      ->capture_default_str();
   cmd.add_flag("--unsandboxed-compile", args.unsandboxed_compile, kUnsandboxedCompileHelp);
   cmd.add_flag("--json", args.json,
                "print the summary and the search tree as JSON (no progress line)");
-  cmd.add_option("--progress-every", args.progress_every,
-                 "when stderr is not a terminal (a log, CI), also print the progress line every "
-                 "SECONDS, not only at the end of each round (0: only then)")
-      ->capture_default_str()
-      ->check(NonNegative());
+  AddProgressOption(cmd, args);
+}
+
+void AddProgressOption(CLI::App& cmd, RunArgs& args) {
+  AddNumber(cmd, "--progress-every", args.progress_every_seconds,
+            "when stderr is not a terminal (a log, CI), also print the progress line every "
+            "SECONDS, not only at the end of each round (default 30; 0: only then)",
+            Between(0, kSecondsInADay));
 }
 
 void AddSelectionOptions(CLI::App& cmd, RunArgs& args) {
@@ -204,9 +199,9 @@ void AddSelectionOptions(CLI::App& cmd, RunArgs& args) {
   cmd.add_flag("--in-process", args.in_process,
                "judge in this process on --device (no isolation: a crashing kernel ends the "
                "search; for trusted templates)");
-  cmd.add_option("--device", args.device, "CUDA device ordinal for --in-process")
-      ->capture_default_str()
-      ->check(NonNegative());
+  AddNumber(cmd, "--device", args.device, "CUDA device ordinal for --in-process",
+            Between(0, kMaxGpuOrdinal))
+      ->capture_default_str();
   cmd.add_option("--queue", args.queue,
                  "judge on GPU hosts serving this Redis instead (redis://HOST[:PORT][/DB]; needs "
                  "--arch; see 'ksearch worker --help')");

@@ -47,7 +47,9 @@ struct RunArgs {
   bool compile_only = false;
   bool unsandboxed_compile = false;
   bool json = false;
-  double progress_every = 0.0;  // seconds; 0: a line per round only (off a terminal)
+  // Off a terminal, a progress line every this many seconds besides one per
+  // round; unset: kDefaultProgressSeconds; 0: a line per round only.
+  std::optional<double> progress_every_seconds;
   int device = 0;
   uint64_t seed = 1;  // the search's own choices, never the judge's inputs
   uint64_t replay_input_seed = 0;
@@ -73,7 +75,7 @@ struct RunArgs {
   std::optional<double> temperature;
   std::string reasoning_effort;
   int thinking_budget = 0;
-  double llm_timeout = 240.0;
+  double llm_timeout_seconds = 240.0;  // per attempt, until the whole reply is read
   int llm_attempts = 5;
   // With an exchange folder (--llm exchange:DIR): stop, resumable, once
   // every request has waited this many seconds for its reply with nothing
@@ -89,12 +91,18 @@ bool UsesExchange(const RunArgs& args);
 // Points every exchange:DIR of --llm, --idea-llm and --branch-llm at `folder`.
 void SetExchangeFolder(RunArgs& args, const std::string& folder);
 
+// Off a terminal (a log, CI) a search prints its progress line this often by
+// default, so that a log shows a request the model is still thinking about.
+inline constexpr double kDefaultProgressSeconds = 30.0;
+
 // The options of `ksearch run` that a recorded run parses again on resume:
 // the problem, the strategy, the model and the budgets.
 void AddRunOptions(CLI::App& cmd, RunArgs& args);
 // The budgets that bound a run by themselves; `resume` takes them too, to
 // extend a run.
 void AddBudgetOptions(CLI::App& cmd, RunArgs& args);
+// --progress-every, for `run` (within AddRunOptions) and `resume`.
+void AddProgressOption(CLI::App& cmd, RunArgs& args);
 // Where a run is judged and recorded: --gpus, --in-process, --device,
 // --queue, --queue-run, --db. `ksearch resume RUN` and `ksearch run --resume
 // RUN` take the run's problem and flags from the store; these may be chosen

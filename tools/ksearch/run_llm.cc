@@ -1,6 +1,9 @@
 #include "run_llm.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <iostream>
+#include <utility>
 
 #include "commands.h"
 #include "ksearch/price_table.h"
@@ -59,14 +62,6 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const P
     if (rest.empty()) return InvalidArgumentError("--llm " + kind + ":MODEL needs a model name");
     KSEARCH_ASSIGN_OR_RETURN(options.provider, ParseLlmProvider(kind));
     setup.model = rest;
-    if (args.budget_usd > 0 && options.prices.Find(rest) == nullptr) {
-      return InvalidArgumentError(
-          "--budget-usd: " +
-          (args.prices.empty() ? std::string("no --prices table given")
-                               : "the price table " + args.prices + " has no price") +
-          " for model " + rest + ", so every request would cost $0 and the budget never end the "
-          "run (docs/llm.md shows the format)");
-    }
   } else {
     return InvalidArgumentError(
         "--llm " + spec +
@@ -88,10 +83,108 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const P
   return setup;
 }
 
+namespace {
+
+// The models --llm, --idea-llm and --branch-llm name, each once:
+// {"openai", "gpt-4o"}, {"mock", ""}, …
+std::vector<std::pair<std::string, std::string>> ChosenModels(const RunArgs& args) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (args.strategy == "tune") return out;
+  for (const std::string& spec : {args.idea_llm.empty() ? args.llm : args.idea_llm,
+                                  args.branch_llm.empty() ? args.llm : args.branch_llm}) {
+    if (spec.empty() || spec == "catalog") continue;
+    const size_t colon = spec.find(':');
+    std::pair<std::string, std::string> model{spec.substr(0, colon),
+                                              colon == std::string::npos ? "" : spec.substr(colon + 1)};
+    if (std::find(out.begin(), out.end(), model) == out.end()) out.push_back(std::move(model));
+  }
+  return out;
+}
+
+bool Hosted(const std::pair<std::string, std::string>& model) {
+  return model.first == "openai" || model.first == "anthropic";
+}
+
+}  // namespace
+
+Status CheckModelFlags(const RunArgs& args) {
+  const int max_tokens = args.max_output_tokens > 0 ? args.max_output_tokens : LlmGeneratorOptions{}.max_tokens;
+  if (args.thinking_budget > 0 && args.thinking_budget < 1024) {
+    return InvalidArgumentError("--thinking-budget " + std::to_string(args.thinking_budget) +
+                                ": Anthropic's extended thinking takes at least 1024 tokens (0: off)");
+  }
+  if (args.thinking_budget > 0 && args.thinking_budget >= max_tokens) {
+    return InvalidArgumentError("--thinking-budget " + std::to_string(args.thinking_budget) +
+                                " must be below --max-output-tokens (" + std::to_string(max_tokens) +
+                                "): thinking counts toward the output limit");
+  }
+  if (args.budget_usd <= 0) return Status::Ok();
+  PriceTable prices;
+  if (!args.prices.empty()) {
+    KSEARCH_ASSIGN_OR_RETURN(prices, PriceTable::Load(args.prices));
+  }
+  for (const auto& model : ChosenModels(args)) {
+    if (!Hosted(model) || prices.Find(model.second) != nullptr) continue;
+    return InvalidArgumentError(
+        "--budget-usd: " +
+        (args.prices.empty() ? std::string("no --prices table given")
+                             : "the price table " + args.prices + " has no price") +
+        " for model " + model.second + ", so every request would cost $0 and the budget never end the "
+        "run (docs/llm.md shows the format)");
+  }
+  return Status::Ok();
+}
+
+void NoteModelFlags(const RunArgs& args) {
+  PriceTable prices;
+  bool priced = false;
+  if (!args.prices.empty()) {
+    auto loaded = PriceTable::Load(args.prices);
+    priced = loaded.ok();
+    if (priced) prices = std::move(*loaded);
+  }
+  for (const auto& chosen : ChosenModels(args)) {
+    if (chosen.first == "replay") continue;  // replies come from the recording
+    // --llm mock speaks OpenAI's format, for a model called "mock".
+    const std::string provider = chosen.first == "mock" ? "openai" : chosen.first;
+    const std::string model = chosen.first == "mock" ? "mock" : chosen.second;
+    const std::string name = chosen.first == "mock" ? "mock" : provider + ":" + model;
+    const ModelTraits traits = TraitsOfModel(provider, model);
+    if (!args.reasoning_effort.empty() && (provider != "openai" || !traits.accepts_reasoning_effort)) {
+      std::cerr << "ksearch: note: --reasoning-effort is for OpenAI reasoning models (o1, o3, o4, gpt-5…); "
+                << name << " takes none, so it is not sent"
+                << (provider == "anthropic" ? " (Anthropic: --thinking-budget)" : "") << "\n";
+    }
+    if (args.thinking_budget > 0 && provider != "anthropic") {
+      std::cerr << "ksearch: note: --thinking-budget is for Anthropic's extended thinking; " << name
+                << " takes none, so it is not sent"
+                << (traits.accepts_reasoning_effort ? " (OpenAI reasoning models: --reasoning-effort)" : "")
+                << "\n";
+    }
+    if (args.temperature && (!traits.accepts_temperature || (provider == "anthropic" && args.thinking_budget > 0))) {
+      std::cerr << "ksearch: note: --temperature is not sent to " << name
+                << (traits.accepts_temperature ? " with --thinking-budget" : ", an OpenAI reasoning model")
+                << "\n";
+    }
+    if (priced && Hosted(chosen) && prices.Find(model) == nullptr) {
+      std::cerr << "ksearch: warning: the price table " << args.prices << " has no price for model " << model
+                << ": its costs show as $0.0000 (docs/llm.md shows the format)\n";
+    }
+  }
+}
+
 std::vector<const LlmClient*> Generators::clients() const {
   std::vector<const LlmClient*> out;
   for (const LlmSetup* setup : {&idea_llm, &branch_llm}) {
     if (setup->active()) out.push_back(setup->active());
+  }
+  return out;
+}
+
+std::vector<const LlmClient*> Generators::live_clients() const {
+  std::vector<const LlmClient*> out;
+  for (const LlmSetup* setup : {&idea_llm, &branch_llm}) {
+    if (setup->client) out.push_back(setup->client.get());
   }
   return out;
 }
@@ -122,19 +215,14 @@ StatusOr<Generators> MakeGenerators(const RunArgs& args, const Problem& problem,
   bool use_llm = args.strategy != "tune" && !idea_spec.empty() && idea_spec != "catalog" &&
                  !branch_spec.empty() && branch_spec != "catalog";
   if (use_llm) {
+    KSEARCH_RETURN_IF_ERROR(CheckModelFlags(args));
     LlmGeneratorOptions gen;
     if (args.max_output_tokens > 0) gen.max_tokens = args.max_output_tokens;
-    if (args.thinking_budget > 0 && args.thinking_budget >= gen.max_tokens) {
-      return InvalidArgumentError(
-          "--thinking-budget " + std::to_string(args.thinking_budget) +
-          " must be below --max-output-tokens (" + std::to_string(gen.max_tokens) +
-          "): thinking counts toward the output limit");
-    }
     gen.idea_temperature = args.temperature;
     gen.code_temperature = args.temperature;
     gen.reasoning_effort = args.reasoning_effort;
     gen.thinking_budget_tokens = args.thinking_budget;
-    gen.timeout_seconds = args.llm_timeout;
+    gen.timeout_seconds = args.llm_timeout_seconds;
     gen.reformat_attempts = 1;
     if (!args.prompts.empty()) {
       KSEARCH_ASSIGN_OR_RETURN(gen.prompts, PromptTemplates::Load(args.prompts));

@@ -36,6 +36,19 @@ struct LlmSetup {
 };
 
 
+// The model flags checked before anything is recorded, so that a run they
+// refuse leaves no trace in the store: --budget-usd needs a price for every
+// hosted model (--prices, which must load); --thinking-budget is 0 or at
+// least 1024, and below --max-output-tokens. Errors: kInvalidArgument naming
+// the flag, the value and the fix; the price table's own errors.
+Status CheckModelFlags(const RunArgs& args);
+// Says once on stderr what the model flags will not do for the models
+// chosen, instead of dropping it silently: --reasoning-effort for a model
+// that takes none, --thinking-budget for a model other than Anthropic's,
+// --temperature for an OpenAI reasoning model or with --thinking-budget, and
+// a --prices table without a price for a model (costs then show as $0).
+void NoteModelFlags(const RunArgs& args);
+
 // Makes the client `spec` names (openai:MODEL, anthropic:MODEL,
 // exchange:DIR, mock, replay:FILE or replay:DIR of an exchange folder), behind the run's store when `session` is not null (replies
 // recorded, and reused on resume) and --record's file when given.
@@ -51,8 +64,11 @@ struct Generators {
   std::unique_ptr<IdeaGenerator> ideas;
   std::unique_ptr<Brancher> brancher;
 
-  // The clients in use, for the progress line and the billed line.
+  // The clients in use, for the progress line (the run's store in front of
+  // a live client: replies reused on resume count), and the live clients
+  // behind them, for what this session was billed.
   std::vector<const LlmClient*> clients() const;
+  std::vector<const LlmClient*> live_clients() const;
   std::vector<const HttpLlmClient*> http_clients() const;
   std::vector<const ExchangeLlmClient*> exchange_clients() const;
 };

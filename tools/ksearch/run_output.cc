@@ -130,31 +130,31 @@ void PrintSummaryJson(const SearchSummary& s, const Problem& problem, int64_t ru
   PrintJson(o);
 }
 
+namespace {
+
+std::string BilledText(const LlmTotals& t) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%lld requests (%lld failed), tokens in %lld, out %lld; cost $%.4f",
+                static_cast<long long>(t.requests), static_cast<long long>(t.failures),
+                static_cast<long long>(t.input_tokens), static_cast<long long>(t.output_tokens), t.cost_usd);
+  return line;
+}
+
+}  // namespace
+
 void PrintSummaryText(const SearchSummary& s, const TimeSplit& t, bool unsandboxed_compile,
-                      const std::vector<const LlmClient*>& clients) {
+                      const Billed& billed) {
   std::cout << s.FullReport() << TimeSplitText(s, t);
   if (std::string why; unsandboxed_compile && !CompileConfinementAvailable(&why)) {
     std::cout << "compiles: UNCONFINED (--unsandboxed-compile; " << why << ")\n";
   }
-  // What the provider billed, replies the search could not use included
-  // (refused, empty, truncated): the summary counts the usable ones.
-  LlmTotals billed;
-  for (const LlmClient* client : clients) {
-    LlmTotals one = client->totals();
-    billed.requests += one.requests;
-    billed.failures += one.failures;
-    billed.input_tokens += one.input_tokens;
-    billed.output_tokens += one.output_tokens;
-    billed.cost_usd += one.cost_usd;
-  }
-  if (billed.requests > 0) {
-    char line[256];
-    std::snprintf(line, sizeof line,
-                  "billed: %lld requests (%lld failed), tokens in %lld, out %lld; cost $%.4f\n",
-                  static_cast<long long>(billed.requests), static_cast<long long>(billed.failures),
-                  static_cast<long long>(billed.input_tokens),
-                  static_cast<long long>(billed.output_tokens), billed.cost_usd);
-    std::cout << line;
+  if (billed.run) {
+    // A resumed run: what this session bought, and the run in all.
+    std::cout << "billed this session: " << BilledText(billed.session) << "\n";
+    std::cout << "billed over the run (" << billed.sessions << " sessions): " << BilledText(*billed.run)
+              << "\n";
+  } else if (billed.session.requests > 0) {
+    std::cout << "billed: " << BilledText(billed.session) << "\n";
   }
   if (s.best) std::cout << "best plan:\n" << IndentJson(s.best->candidate.plan.ToJson()) << "\n";
 }

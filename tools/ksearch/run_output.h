@@ -38,10 +38,21 @@ std::string TimeSplitText(const SearchSummary& s, const TimeSplit& t);
 // The summary and the search tree as one JSON document on stdout.
 void PrintSummaryJson(const SearchSummary& s, const Problem& problem, int64_t run_id,
                       const TimeSplit& t);
+// What the provider billed, rejected replies included (refused, empty,
+// truncated: the summary counts the usable ones): this session's live
+// requests, and for a resumed run the whole run's, earlier sessions' recorded
+// replies included (replies a resume reused from the store were paid for
+// once, in the session that asked for them).
+struct Billed {
+  LlmTotals session;
+  std::optional<LlmTotals> run;  // set for a resumed run
+  int sessions = 1;              // the run's sessions, this one included
+};
+
 // The summary as text on stdout: the report, where the time went, whether
-// compiles ran unconfined, what `clients` billed and the best plan.
+// compiles ran unconfined, what was billed and the best plan.
 void PrintSummaryText(const SearchSummary& s, const TimeSplit& t, bool unsandboxed_compile,
-                      const std::vector<const LlmClient*>& clients);
+                      const Billed& billed);
 
 }  // namespace ksearch::cli
 

@@ -96,12 +96,7 @@ void Progress::PrintLocked(bool round_done, bool tick) {
   char llm[192] = "";
   if (!clients_.empty()) {
     LlmTotals t;
-    for (const LlmClient* c : clients_) {
-      LlmTotals one = c->totals();
-      t.input_tokens += one.input_tokens;
-      t.output_tokens += one.output_tokens;
-      t.cost_usd += one.cost_usd;
-    }
+    for (const LlmClient* c : clients_) t += c->totals();
     HttpLlmClient::Stats s;
     for (const HttpLlmClient* h : http_) {
       HttpLlmClient::Stats one = h->stats();

@@ -16,8 +16,8 @@
 namespace ksearch::cli {
 
 // The live progress line: rewritten in place on a terminal, one line per
-// round otherwise (logs, CI), plus one every --progress-every seconds when
-// that is set. Thread safety: the observer callbacks may come from any
+// round otherwise (logs, CI), plus one every --progress-every seconds (30
+// by default), so that a log shows a model that is still thinking. Thread safety: the observer callbacks may come from any
 // thread; the ticker thread prints under the same mutex.
 class Progress final : public SearchObserver {
  public:
