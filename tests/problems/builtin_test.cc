@@ -10,7 +10,7 @@ namespace {
 
 const char* kBuiltins[] = {"matmul", "conv2d", "softmax", "layernorm", "conv2d_relu_maxpool",
                             "add_rmsnorm", "swiglu", "linear",
-                            "attention", "rope"};
+                            "attention", "attention_engine", "rope"};
 
 TEST(BuiltinProblems, AllAreListed) {
   auto names = BuiltinProblemNames();
