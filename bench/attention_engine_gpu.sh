@@ -113,9 +113,7 @@ torch_rows = []
 try:
     sys.path.insert(0, os.path.join(root, "bench"))
     import problems_vs_torch as yard
-    yard.ATTENTION_CASES = [(c["name"], c["dims"]["B"], c["dims"]["H"], c["dims"]["Sq"], c["dims"]["Skv"])
-                            for c in spec["shapes"] if c.get("timed", True)]
-    torch_rows = yard.attention_backends()
+    torch_rows = yard.attention_backends(yard.attention_cases("attention_engine"))
 except Exception as e:  # noqa: BLE001
     print(f"PyTorch comparison failed: {e}", flush=True)
 
