@@ -35,10 +35,15 @@
 //            each CTA combines a slice of the block's output from all the
 //            partials through distributed shared memory: one launch, no
 //            workspace.
-// Entry points:
-//   attn_engine_decode(qmap?, ...) see below; grid (NSPLIT, ceil_div(Sq, 16), H * B), block 128,
-//   attn_engine_combine(po, pm, pl, o, B, H, Sq, NSPLIT): grid ceil_div(B * Sq * H, 4), block 128;
-//   attn_engine_decode_cluster(...): grid (CL, ceil_div(Sq, 16), H * B), block 128.
+// Entry points (NS = min(NSPLIT, NSPLIT * (16 / Sq) + 1): one split per
+// block past Sq = 16, where the template is not meant to serve):
+//   attn_engine_decode(q, kmap, vmap, po, pm, pl, B, H, Sq, Skv): grid
+//       (NS, ceil_div(Sq, 16), H * B), block 128; po [NS][B][Sq][H][D], pm and
+//       pl [NS][B][Sq][H] (fp32 workspace);
+//   attn_engine_combine(po, pm, pl, o, B, H, Sq, NS): grid
+//       ceil_div(B * Sq * H, 4), block 128;
+//   attn_engine_decode_cluster(q, kmap, vmap, o, B, H, Sq, Skv): grid
+//       (CL, ceil_div(Sq, 16), H * B), block 128, clusters of CL along x.
 // Dynamic shared memory of both decode kernels: 1024 + 512 * STAGES * BN
 // bytes; kmap and vmap are {"tensor_map": "k" / "v", "box": [64, 1, "BN", 1],
 // "swizzle": "128B"} (Skv >= BN). Any Sq works (a CTA per 16 queries), but
