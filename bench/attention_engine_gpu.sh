@@ -68,7 +68,7 @@ POINTS = [
     ("wgmma SECT=8", PREFILL, "wgmma", {"SECT": 8}),
     ("wgmma SECT=64", PREFILL, "wgmma", {"SECT": 64}),
     ("wgmma BN=64 STAGES=4", PREFILL, "wgmma", {"BN": 64, "STAGES": 4}),
-    ("cluster STAGES=2", DECODE, "cluster", {"STAGES": 2}),
+    ("cluster STAGES=3", DECODE, "cluster", {"STAGES": 3}),
     ("cluster CL=4", DECODE, "cluster", {"CL": 4}),
     ("cluster CL=4 STAGES=4", DECODE, "cluster", {"CL": 4, "STAGES": 4}),
     ("split NSPLIT=16", DECODE, "split", {"NSPLIT": 16}),
