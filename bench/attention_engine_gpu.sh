@@ -83,7 +83,7 @@ def evaluate(i, label, problem, template, params, limit_s):
     plan_file = os.path.join(out, f"plan_{i:02d}.json")
     json.dump(plan, open(plan_file, "w"))
     cmd = [ksearch, "eval", problem, "--source", os.path.join(problem_dir, t["source"]), "--plan", plan_file,
-           "--json", "--seed", "5", "--max-timing-seconds", "1"]
+           "--json", "--max-timing-seconds", "1"]
     begin = time.time()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit_s)
