@@ -39,7 +39,6 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(cache);
   EvaluatorOptions options;
   options.compile_cache_dir = cache;
-  options.seed = 3;
   auto t0 = std::chrono::steady_clock::now();
   auto evaluator = CreateLocalEvaluator(*problem, options);
   double setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

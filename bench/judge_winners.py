@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Times the five built-in winners under one or more judges, in one run.
+"""Times the built-in winners under one or more judges, in one run.
 
     bench/judge_winners.py --ksearch A/ksearch[::PROBLEMS_DIR] [--ksearch B/ksearch ...] [--rounds 2]
 
 Each winner is a template of a built-in problem at the point a tuning search
-chose (docs/PERFORMANCE.md). For every judge binary given, and for `rounds`
+chose (docs/PERFORMANCE.md): the five fp32 problems', and the bf16 engine
+ops' (their templates' defaults are the tuned points), one per dispatch
+bucket where the problem has buckets; for a problem with shape cases every
+timed case's median is printed too. For every judge binary given, and for `rounds`
 interleaved rounds, the winner is judged with `ksearch eval --json` (against
 the problem files in PROBLEMS_DIR when given: an older judge may not read
 newer files); the
@@ -28,6 +31,15 @@ WINNERS = [
                          "SPLIT": 2, "FLUSH": 1}),
     ("conv2d", "tc3", {"R": 2, "MT": 2, "KC": 2, "STAGES": 4, "NCTA": 264}),
     ("conv2d_relu_maxpool", "tc3", {"R": 4, "MT": 2, "KC": 2, "STAGES": 4, "NCTA": 132}),
+    # bf16 engine ops (2026-12-01 tuning; the defaults are those points): the
+    # prefill and decode buckets of linear and attention, and the rest.
+    ("linear", "tma", {}),
+    ("linear", "stream", {}),
+    ("attention", "wgmma", {}),
+    ("attention", "flash_split", {}),
+    ("add_rmsnorm", "vector", {}),
+    ("swiglu", "vector", {}),
+    ("rope", "vector", {}),
 ]
 
 
@@ -79,14 +91,17 @@ def main():
                         e = {"status": "no-json(rc=%d): %s" % (proc.returncode, proc.stderr[-300:])}
                     median = (e.get("timing") or {}).get("median_ms")
                     speedup = (e.get("speedup") or {}).get("ratio")
-                    rows.append((problem, binary, r, e.get("status"), median, speedup,
-                                 e.get("max_l2_rel_error"), e.get("message", "")[:120]))
+                    cases = {c.get("name"): c.get("median_ms") for c in e.get("cases") or []
+                             if c.get("median_ms")}
+                    rows.append((f"{problem}/{template}", binary, r, e.get("status"), median, speedup,
+                                 e.get("max_l2_rel_error"), cases, e.get("message", "")[:120]))
                     print(rows[-1], flush=True)
-    print("\n| problem | judge | round | status | median ms | speedup | L2 err |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for p, b, r, s, m, sp, l2 in (row[:7] for row in rows):
-        fmt = lambda v, f: (f % v) if isinstance(v, (int, float)) else str(v)
-        print(f"| {p} | {b} | {r} | {s} | {fmt(m, '%.4f')} | {fmt(sp, '%.3f')} | {fmt(l2, '%.2g')} |")
+    fmt = lambda v, f: (f % v) if isinstance(v, (int, float)) else str(v)
+    print("\n| winner | judge | round | status | median ms | speedup | L2 err | timed cases (ms) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for p, b, r, s, m, sp, l2, cases in (row[:8] for row in rows):
+        per_case = ", ".join(f"{k} {fmt(v, '%.4f')}" for k, v in cases.items())
+        print(f"| {p} | {b} | {r} | {s} | {fmt(m, '%.4f')} | {fmt(sp, '%.3f')} | {fmt(l2, '%.2g')} | {per_case} |")
     return 0
 
 

@@ -10,7 +10,8 @@ each call (decode of 1 and 16 tokens over a KV cache, a prefill):
   - the layer's median time: PyTorch eager, PyTorch replayed from a CUDA
     graph (no launch overhead), and the engine's (its own CUDA events);
   - the error of both outputs against an fp32 evaluation of the same layer
-    (relative L2 of the layer output and of the residual).
+    (relative L2 of the layer output, the residual stream after the layer,
+    and of the residual stream between attention and MLP).
 
 Figures only: nothing here asserts a time.
 
@@ -129,7 +130,7 @@ def main():
             h2 = F.linear(o, cast(wo)) + h1
             y2 = F.rms_norm(h2, (HIDDEN,), cast(w2), eps=1e-6)
             s = F.silu(F.linear(y2, cast(wg))) * F.linear(y2, cast(wu))
-            return F.linear(s, cast(wd)), h2
+            return F.linear(s, cast(wd)) + h2, h2
 
         def median_ms(fn, repeats):
             for _ in range(3):

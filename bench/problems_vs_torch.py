@@ -191,7 +191,7 @@ def time_ms(fn, args, reps=30):
 
 
 def ksearch_eval(binary, problem, kernel):
-    out = subprocess.run([binary, "eval", problem, "--kernel", kernel, "--json", "--seed", "5"],
+    out = subprocess.run([binary, "eval", problem, "--kernel", kernel, "--json"],
                          capture_output=True, text=True, timeout=300)
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds a Release bundle for a GPU host: the CLI, the GPU test binaries and
-# the evaluator benchmark, with libksearch and the non-system shared libraries
+# Builds a Release bundle for a GPU host: the CLI, the GPU test binaries, the
+# evaluator benchmark and the engine example (bench/layer_vs_torch.py runs
+# it), with libksearch and the non-system shared libraries
 # they need beside them (RPATH $ORIGIN). NVRTC comes from the host's CUDA
 # toolkit (/usr/local/cuda/lib64): it is too large to carry.
 #
@@ -12,21 +13,22 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/.gpu-bundle}
 build=$root/.gpu-build
 "$root/scripts/install-deps.sh" >/dev/null
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKSEARCH_BUILD_EXAMPLES=OFF \
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKSEARCH_BUILD_EXAMPLES=ON \
       '-DCMAKE_BUILD_RPATH=$ORIGIN;/usr/local/cuda/lib64' >/dev/null
 # Every gpu-labelled test binary (tests/CMakeLists.txt lists them in
 # gpu-tests.txt), the CLI, the worker, the compile helper, the compiler tests
 # (the confinement on the GPU host) and the GPU benchmarks.
 cmake --build "$build" -j"$(nproc)" --target ksearch_cli ksearch_worker ksearch_compile \
       ksearch_gpu_test_binaries ksearch_cuda_tests ksearch_bench_eval ksearch_bench_worker \
-      ksearch_bench_queue
+      ksearch_bench_queue example_engine_autotune
 rm -rf "$out"
 mkdir -p "$out"
 while read -r binary; do cp "$binary" "$out/"; done < "$build/gpu-tests.txt"
 cp "$build/tools/ksearch/ksearch" "$build/bench/ksearch_bench_eval" \
    "$build/tools/worker/ksearch-worker" "$build/tools/compile/ksearch-compile" \
    "$build/tests/cuda/ksearch_cuda_tests" \
-   "$build/bench/worker/ksearch_bench_worker" "$build/bench/queue/ksearch_bench_queue" "$out/"
+   "$build/bench/worker/ksearch_bench_worker" "$build/bench/queue/ksearch_bench_queue" \
+   "$build/examples/example_engine_autotune" "$out/"
 cp -L "$build/lib/libksearch.so.0.1" "$out/"
 for lib in libboost_json.so.1.81.0 libsimdjson.so.14 libhiredis.so.0.14; do
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$out/"

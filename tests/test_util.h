@@ -105,15 +105,15 @@ inline Problem RowSoftmaxProblem(int rows = 512, int cols = 4096) {
   return *p;
 }
 
-// Evaluator options for GPU tests: no compile cache, short timing, a fixed
-// seed.
+// Evaluator options for GPU tests: no compile cache, short timing, a replay
+// seed (the same inputs on every run of the test).
 inline EvaluatorOptions FastGpuOptions(uint64_t seed) {
   EvaluatorOptions o;
   o.compile_cache_dir = "off";
   o.max_timing_seconds = 0.3;
   o.warmup_ms = 5;
   o.watchdog_floor_seconds = 1.0;
-  o.seed = seed;
+  o.replay_input_seed = seed;
   return o;
 }
 

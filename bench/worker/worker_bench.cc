@@ -100,7 +100,6 @@ void RunOne(const Problem& problem, const std::vector<Candidate>& candidates,
   WorkerPoolOptions options;
   options.gpus = gpus;
   options.evaluator.compile_cache_dir = cache;
-  options.evaluator.seed = 11;
   options.evaluator.max_timing_seconds = max_timing_seconds;
   std::vector<std::string> worker_arguments;  // fake workers: worker/pool_testing.h
   if (fake) worker_arguments = {"--fake", "--fake-devices=" + std::to_string(gpus.back() + 1)};

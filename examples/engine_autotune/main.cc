@@ -8,11 +8,14 @@
 // number of tokens: a decode step (1 or 16 new tokens over a KV cache) runs
 // the decode bucket's kernels, a prefill the prefill bucket's.
 //
-//   x, residual ─ add_rmsnorm ─ h1 (the new residual), y1
-//   y1 ─ linear Wq, Wk, Wv ─ q, and k, v written into the KV cache
-//   q, k ─ rope (in place) ─ attention over the cache ─ o ─ linear Wo ─ a
-//   a, h1 ─ add_rmsnorm ─ h2 (the layer's residual out), y2
-//   y2 ─ linear Wg, Wu ─ gate, up ─ swiglu ─ s ─ linear Wd ─ the layer's output
+// The projections are fused with what follows them (ksearch's fused
+// problems), so the layer is seven launches:
+//
+//   x, residual ─ add_rmsnorm ─ h1 (the residual stream), y1
+//   y1 ─ linear_qkv_rope [Wq; Wk; Wv] ─ q, and k, v written into the KV cache, RoPE applied
+//   q ─ attention over the cache ─ o ─ linear_residual Wo, + h1 ─ h2
+//   h2 ─ rmsnorm_bf16 ─ y2 ─ linear_swiglu [Wg; Wu] ─ silu(gate) · up
+//     ─ linear_residual Wd, + h2 ─ the layer's output (the residual stream after it)
 //
 //   example_engine_autotune [--db FILE] [--tune-seconds S] [--context N]
 //                           [--prefill N] [--repeats N] [--dump DIR] [--json]
@@ -299,12 +302,13 @@ int main(int argc, char** argv) {
   };
   const std::vector<Spec> specs = {
       {"add_rmsnorm", "add_rmsnorm", {{"hidden", kHidden}}, "tokens", ""},
-      {"linear 4096x4096", "linear", {{"N", kHidden}, {"K", kHidden}}, "M", ""},
-      {"rope", "rope", {{"heads", kHeads}, {"kv_heads", kHeads}, {"head_dim", kHeadDim}}, "tokens", ""},
+      {"q/k/v + rope", "linear_qkv_rope", {{"K", kHidden}, {"heads", kHeads}, {"kv_heads", kHeads}, {"head_dim", kHeadDim}},
+       "M", ""},
       {"attention", "attention", {{"B", 1}, {"H", kHeads}, {"D", kHeadDim}}, "Sq", "Skv"},
-      {"linear 14336x4096", "linear", {{"N", kInter}, {"K", kHidden}}, "M", ""},
-      {"swiglu", "swiglu", {{"inter", kInter}}, "tokens", ""},
-      {"linear 4096x14336", "linear", {{"N", kHidden}, {"K", kInter}}, "M", ""},
+      {"o + residual", "linear_residual", {{"N", kHidden}, {"K", kHidden}}, "M", ""},
+      {"rmsnorm", "rmsnorm_bf16", {{"hidden", kHidden}}, "tokens", ""},
+      {"gate/up + swiglu", "linear_swiglu", {{"N", kInter}, {"K", kHidden}}, "M", ""},
+      {"down + residual", "linear_residual", {{"N", kHidden}, {"K", kInter}}, "M", ""},
   };
   std::vector<Op> ops;
   for (const Spec& s : specs) {
@@ -314,7 +318,7 @@ int main(int argc, char** argv) {
   }
   if (ops_only) {
     for (const Op& op : ops) {
-      std::printf("%-18s %-12s", op.label.c_str(), op.builtin.c_str());
+      std::printf("%-18s %-16s", op.label.c_str(), op.builtin.c_str());
       for (size_t c = 0; c < op.problem.shapes.size(); ++c) {
         std::printf(" %s(", op.problem.shapes[c].name.c_str());
         const auto dims = op.problem.CaseDims(c);
@@ -341,12 +345,12 @@ int main(int argc, char** argv) {
   for (Op& op : ops) {
     if (ksearch::Status ready = Prepare(**store, cache, op, tune_seconds); !ready.ok()) return Fail(ready, 4);
   }
-  Op& norm = ops[0];
-  Op& proj = ops[1];
-  Op& rope = ops[2];
-  Op& attention = ops[3];
-  Op& up_proj = ops[4];
-  Op& swiglu = ops[5];
+  Op& norm1 = ops[0];
+  Op& qkv = ops[1];
+  Op& attention = ops[2];
+  Op& o_proj = ops[3];
+  Op& norm2 = ops[4];
+  Op& gate_up = ops[5];
   Op& down_proj = ops[6];
 
   // 4. The engine's memory: weights, activations for the largest call, the
@@ -375,29 +379,35 @@ int main(int argc, char** argv) {
   const size_t H = kHidden, I = kInter;
   const int64_t max_tokens = std::max<int64_t>(shapes.prefill, 16);
   const int64_t cache_tokens = std::max(shapes.context, shapes.prefill);
-  auto weight = [&](int id, size_t rows, size_t cols) {
-    return upload(Fill(id, rows * cols, 0.0, 2.0 * std::sqrt(3.0 / static_cast<double>(cols))));
-  };
   const Ptr x = upload(Fill(1, max_tokens * H, 0.0, 2.0));
   const Ptr residual = upload(Fill(2, max_tokens * H, 0.0, 2.0));
   const Ptr w_norm1 = upload(Fill(3, H, 1.0, 0.2));
-  const Ptr wq = weight(4, H, H), wk = weight(5, H, H), wv = weight(6, H, H), wo = weight(7, H, H);
+  // The merged projections' weights are their parts one after the other:
+  // [Wq; Wk; Wv] and [Wg; Wu] (what vLLM loads as qkv_proj and gate_up_proj).
+  auto stacked = [&](std::initializer_list<int> ids, size_t rows, size_t cols) {
+    std::vector<uint16_t> all;
+    for (int id : ids) {
+      std::vector<uint16_t> part = Fill(id, rows * cols, 0.0, 2.0 * std::sqrt(3.0 / static_cast<double>(cols)));
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    return upload(all);
+  };
+  const Ptr wqkv = stacked({4, 5, 6}, H, H), wo = stacked({7}, H, H);
   const Ptr w_norm2 = upload(Fill(8, H, 1.0, 0.2));
-  const Ptr wg = weight(9, I, H), wu = weight(10, I, H), wd = weight(11, H, I);
+  const Ptr wgu = stacked({9, 10}, I, H), wd = stacked({11}, H, I);
   // The cache holds earlier tokens' keys and values; each step writes its own.
   const Ptr k_cache = upload(Fill(12, cache_tokens * H, 0.0, 2.0 * std::sqrt(3.0)));
   const Ptr v_cache = upload(Fill(13, cache_tokens * H, 0.0, 2.0 * std::sqrt(3.0)));
   const Ptr h1 = alloc(max_tokens * H * 2), y1 = alloc(max_tokens * H * 2), q = alloc(max_tokens * H * 2);
-  const Ptr o = alloc(max_tokens * H * 2), a = alloc(max_tokens * H * 2), h2 = alloc(max_tokens * H * 2);
-  const Ptr y2 = alloc(max_tokens * H * 2), out = alloc(max_tokens * H * 2);
-  const Ptr gate = alloc(max_tokens * I * 2), up = alloc(max_tokens * I * 2), act = alloc(max_tokens * I * 2);
+  const Ptr o = alloc(max_tokens * H * 2), h2 = alloc(max_tokens * H * 2), y2 = alloc(max_tokens * H * 2);
+  const Ptr out = alloc(max_tokens * H * 2), act = alloc(max_tokens * I * 2);
   const Ptr cos = alloc(max_tokens * kHeadDim / 2 * 4), sin = alloc(max_tokens * kHeadDim / 2 * 4);
   if (alloc_failed) return Fail(ksearch::ResourceExhaustedError("the engine could not allocate its buffers"), 4);
 
   auto dims_of = [](std::initializer_list<ksearch::DimValue> d) { return std::vector<ksearch::DimValue>(d); };
   int64_t workspace_bytes = 0;
   for (const Mode& m : Modes(shapes)) {
-    for (Op* op : {&norm, &proj, &rope, &up_proj, &swiglu, &down_proj}) {
+    for (Op* op : {&norm1, &qkv, &o_proj, &norm2, &gate_up, &down_proj}) {
       std::string dim = op->problem.dispatch.dim;
       auto need = op->runner->WorkspaceBytes(dims_of({{dim, m.tokens}}));
       if (!need.ok()) return Fail(need.status(), 4);
@@ -412,9 +422,10 @@ int main(int argc, char** argv) {
 
   // 5. The layer for one call, enqueued on the engine's stream; events mark
   //    the end of each op so the time of each is known too.
-  const char* op_names[] = {"add_rmsnorm", "q/k/v projections", "rope", "attention", "o projection",
-                            "add_rmsnorm", "gate/up projections", "swiglu", "down projection"};
-  constexpr int kSteps = 9;
+  const char* op_names[] = {"add_rmsnorm",  "q/k/v projection + rope", "attention",
+                            "o projection + residual", "rmsnorm", "gate/up projection + swiglu",
+                            "down projection + residual"};
+  constexpr int kSteps = 7;
   std::vector<void*> events(kSteps + 1);
   for (void*& e : events) {
     if (cuda.cuEventCreate(&e, 0)) return Fail(ksearch::UnavailableError("cuEventCreate failed"), 4);
@@ -433,30 +444,22 @@ int main(int argc, char** argv) {
     int step = 0;
     auto mark = [&] { cuda.cuEventRecord(events[static_cast<size_t>(step++)], stream); };
     mark();
-    KSEARCH_RETURN_IF_ERROR(launch(norm, {{"x", dev(x)}, {"residual", dev(residual)}, {"weight", dev(w_norm1)},
-                                          {"h", dev(h1)}, {"y", dev(y1)}}, tokens));
+    KSEARCH_RETURN_IF_ERROR(launch(norm1, {{"x", dev(x)}, {"residual", dev(residual)}, {"weight", dev(w_norm1)},
+                                           {"h", dev(h1)}, {"y", dev(y1)}}, tokens));
     mark();
-    KSEARCH_RETURN_IF_ERROR(launch(proj, {{"X", dev(y1)}, {"W", dev(wq)}, {"Y", dev(q)}}, rows));
-    KSEARCH_RETURN_IF_ERROR(launch(proj, {{"X", dev(y1)}, {"W", dev(wk)}, {"Y", dev(k_new)}}, rows));
-    KSEARCH_RETURN_IF_ERROR(launch(proj, {{"X", dev(y1)}, {"W", dev(wv)}, {"Y", dev(v_new)}}, rows));
-    mark();
-    KSEARCH_RETURN_IF_ERROR(launch(rope, {{"q", dev(q)}, {"k", dev(k_new)}, {"cos", dev(cos)}, {"sin", dev(sin)}},
-                                   tokens));
+    KSEARCH_RETURN_IF_ERROR(launch(qkv, {{"X", dev(y1)}, {"W", dev(wqkv)}, {"cos", dev(cos)}, {"sin", dev(sin)},
+                                         {"q", dev(q)}, {"k", dev(k_new)}, {"v", dev(v_new)}}, rows));
     mark();
     KSEARCH_RETURN_IF_ERROR(launch(attention, {{"q", dev(q)}, {"k", dev(k_cache)}, {"v", dev(v_cache)}, {"o", dev(o)}},
                                    dims_of({{"Sq", m.tokens}, {"Skv", m.kv}})));
     mark();
-    KSEARCH_RETURN_IF_ERROR(launch(proj, {{"X", dev(o)}, {"W", dev(wo)}, {"Y", dev(a)}}, rows));
+    KSEARCH_RETURN_IF_ERROR(launch(o_proj, {{"X", dev(o)}, {"W", dev(wo)}, {"R", dev(h1)}, {"Y", dev(h2)}}, rows));
     mark();
-    KSEARCH_RETURN_IF_ERROR(launch(norm, {{"x", dev(a)}, {"residual", dev(h1)}, {"weight", dev(w_norm2)},
-                                          {"h", dev(h2)}, {"y", dev(y2)}}, tokens));
+    KSEARCH_RETURN_IF_ERROR(launch(norm2, {{"x", dev(h2)}, {"weight", dev(w_norm2)}, {"y", dev(y2)}}, tokens));
     mark();
-    KSEARCH_RETURN_IF_ERROR(launch(up_proj, {{"X", dev(y2)}, {"W", dev(wg)}, {"Y", dev(gate)}}, rows));
-    KSEARCH_RETURN_IF_ERROR(launch(up_proj, {{"X", dev(y2)}, {"W", dev(wu)}, {"Y", dev(up)}}, rows));
+    KSEARCH_RETURN_IF_ERROR(launch(gate_up, {{"X", dev(y2)}, {"W", dev(wgu)}, {"Y", dev(act)}}, rows));
     mark();
-    KSEARCH_RETURN_IF_ERROR(launch(swiglu, {{"gate", dev(gate)}, {"up", dev(up)}, {"out", dev(act)}}, tokens));
-    mark();
-    KSEARCH_RETURN_IF_ERROR(launch(down_proj, {{"X", dev(act)}, {"W", dev(wd)}, {"Y", dev(out)}}, rows));
+    KSEARCH_RETURN_IF_ERROR(launch(down_proj, {{"X", dev(act)}, {"W", dev(wd)}, {"R", dev(h2)}, {"Y", dev(out)}}, rows));
     mark();
     return ksearch::Status();
   };

@@ -50,6 +50,10 @@ class CachingEvaluator final : public Evaluator {
   [[nodiscard]] static StatusOr<std::unique_ptr<CachingEvaluator>> Create(
       Evaluator& inner, Store& store, const RunInfo& run, const std::vector<HistoryEntry>& known,
       const Options& options);
+  // The same, owning `inner`.
+  [[nodiscard]] static StatusOr<std::unique_ptr<CachingEvaluator>> Create(
+      std::unique_ptr<Evaluator> inner, Store& store, const RunInfo& run,
+      const std::vector<HistoryEntry>& known, const Options& options);
   ~CachingEvaluator() override;
 
   std::vector<Evaluation> Evaluate(std::span<const Candidate> candidates,

@@ -55,28 +55,46 @@ struct EvaluatorOptions {
   // $XDG_CACHE_HOME/ksearch, else ~/.cache/ksearch. "off" (here or as
   // $KSEARCH_CACHE_DIR) disables it.
   std::string compile_cache_dir;
-  // Seed for input generation; 0 draws one from the clock. Inputs never repeat
-  // across candidates either way (the candidate index enters the stream).
-  uint64_t seed = 0;
+  // 0 (the default): every input seed and every spot-check decision is
+  // drawn from the operating system's randomness when it is used, so that
+  // nothing a kernel can observe predicts the next run's inputs or whether
+  // it will be checked (docs/evaluation.md, "Secrets"). Nonzero: a fixed
+  // sequence derived from this value, for tests and replays that need the
+  // same inputs again; a kernel that knows it can predict its inputs, so a
+  // figure obtained with it proves nothing against an adversary.
+  uint64_t replay_input_seed = 0;
   // Correctness trials per input set of the problem.
   int trials_per_input_set = 1;
-  // Warm-up before timing, in milliseconds of kernel time.
+  // Warm-up before timing, in milliseconds of kernel time (at least one
+  // run), bounded by max_warmup_seconds of wall time; the warm-up is not
+  // charged to max_timing_seconds.
   double warmup_ms = 20.0;
+  double max_warmup_seconds = 1.0;
   // Repetitions continue until the 95% CI of the median is within
   // ±target_ci_fraction of it, or until the caps below.
   double target_ci_fraction = 0.01;
   int min_repetitions = 10;
   int max_repetitions = 500;
-  // Cap on timing per candidate, warm-up and spot checks included: timing
-  // stops there even below min_repetitions (the figures say how many ran).
+  // Cap on the wall time of one candidate's timed runs, each with its
+  // preparation (fresh inputs, poison, L2 flush); the checks of timed runs
+  // and the interleaved baseline runs are the judge's time and are not
+  // charged. A candidate is judged only on at least min_repetitions timed
+  // runs: one whose runs do not fit (slower than about 0.2 s a run at the
+  // defaults) is kTimeout, with the counts in its message.
   double max_timing_seconds = 2.0;
   // Cap on the GPU time of one candidate's checks (before timing): a kernel
   // so slow that its checks would take longer is kTimeout after a few runs.
   double max_check_seconds = 10.0;
-  // While timing, each run's outputs are also checked with this probability
-  // (the last run of a candidate always is): a kernel that does its work only
-  // when it is checked is caught with near certainty over the repetitions.
+  // Which timed runs have their outputs checked, decided after each run
+  // from the operating system's randomness (the kernel cannot know): the
+  // first timing_checked_runs runs all are, the i-th run after them with
+  // probability max(timing_spot_check_probability, timing_checked_runs / i),
+  // and the last run always. A kernel that skips its work on more than half
+  // of n runs (what moving the median takes) escapes every check with
+  // probability at most exp(-timing_checked_runs / 2) (docs/evaluation.md,
+  // "Timing").
   double timing_spot_check_probability = 0.125;
+  int timing_checked_runs = 24;
   // Flush L2 before every timed repetition.
   bool flush_l2 = true;
   // Time the problem's baseline interleaved with each candidate.

@@ -7,6 +7,8 @@
 #include "ksearch/candidate.h"
 #include "ksearch/evaluation.h"
 #include "ksearch/evaluator.h"
+#include "ksearch/exchange_answer.h"
+#include "ksearch/exchange_llm_client.h"
 #include "ksearch/generator.h"
 #include "ksearch/http_llm_client.h"
 #include "ksearch/idea.h"

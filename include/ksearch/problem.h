@@ -44,6 +44,16 @@ enum class TolerancePolicy {
   // atol = rtol = 1e-2 (the looser convention of published benchmarks). Every
   // figure obtained under it is labelled "relaxed".
   kRelaxed,
+  // As inexact as the problem's library baseline (baseline.library), and no
+  // more: at every check the evaluator runs the library on the candidate's
+  // inputs and measures its error against the same reference (L2 relative
+  // error, share of half-precision elements off the correctly rounded value,
+  // worst element); the candidate may have library_margin times the first
+  // two and library_worst_margin times the third. Never stricter than
+  // kStrict. For ops whose vendor library is not correctly rounded (fused
+  // attention rounds P to bf16): what an engine accepts when it swaps the
+  // library call for a kernel. Needs baseline.library and reference_fp32.
+  kLibrary,
 };
 std::string_view ToString(TolerancePolicy policy);
 
@@ -58,6 +68,10 @@ struct Tolerance {
   // kRelaxed only.
   double rtol = 1e-2;
   double atol = 1e-2;
+  // kLibrary only: multiples of the library's measured L2 error and share of
+  // inexact elements, and of its worst element's error.
+  double library_margin = 1.25;
+  double library_worst_margin = 2.0;
 
   friend bool operator==(const Tolerance&, const Tolerance&) = default;
 };

@@ -32,6 +32,7 @@
 #define KSEARCH_RUN_SESSION_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -106,6 +107,21 @@ class RunSession {
   // Wraps the evaluator the search uses (see CachingEvaluator). Errors:
   // kFailedPrecondition for a different problem or device.
   [[nodiscard]] StatusOr<std::unique_ptr<Evaluator>> WrapEvaluator(Evaluator& inner);
+  // As WrapEvaluator, for an evaluator made only when a candidate must
+  // actually be judged: `make` runs then, once. A resumed run thus replays
+  // what the store holds, and asks the model for what follows, on a machine
+  // without a GPU. Until `make` has run, device() is the device the run was
+  // measured on (its stored evaluations carry it, so prompts read as they
+  // would on that device). When `make` fails, or makes an evaluator on
+  // another device, `on_unavailable` (may be empty) runs once with the
+  // reason, on the evaluating thread, before that Evaluate returns; the
+  // candidates of that call and of every later one come back kCancelled
+  // with the reason, so a caller that stops the search there leaves the run
+  // resumable. Errors: kFailedPrecondition when the run never judged a
+  // candidate (no device is recorded to stand in).
+  using EvaluatorFactory = std::function<StatusOr<std::unique_ptr<Evaluator>>()>;
+  [[nodiscard]] StatusOr<std::unique_ptr<Evaluator>> WrapDeferredEvaluator(
+      EvaluatorFactory make, std::function<void(const Status&)> on_unavailable);
   // Wraps the live LLM client the generators use (see ResumingLlmClient).
   // Every live exchange is recorded in the run. Call it once per session and
   // give the wrapper to every generator: each wrapper serves the stored

@@ -77,7 +77,8 @@ struct WorkerPoolOptions {
   int prefetch_per_worker = 1;
   // Per-evaluation watchdog in the orchestrator, from the worker's "started"
   // to its result. 0: derived as max(evaluation_timeout_floor_seconds,
-  // 10 x the launch watchdog + 2 x evaluator.max_timing_seconds), the launch
+  // 10 x the launch watchdog + 2 x evaluator.max_timing_seconds +
+  // evaluator.max_warmup_seconds), the launch
   // watchdog being max(watchdog_floor_seconds, watchdog_reference_multiple x
   // the reference's median time). A worker past it is killed; kTimeout.
   double evaluation_timeout_seconds = 0.0;

@@ -1,14 +1,15 @@
 #include "baselines/library_baseline.h"
 
-#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "baselines/cublaslt_matmul.h"
 #include "baselines/cudnn_sdpa.h"
 #include "baselines/dynamic_library.h"
+#include "baselines/gemm_sequence.h"
 #include "core/baseline_settings.h"
 #include "cuda/driver.h"
 #include "cuda/objects.h"
@@ -83,25 +84,11 @@ class CublasSgemm final : public LibraryBaseline {
 
 // ---------------------------------------------------------------------------
 // cuBLASLt GEMM, row-major c[m,n] = a[m,k] · b[k,n] (or · b[n,k]ᵀ with
-// b_layout "nk", the nn.Linear layout), a and b bf16 or f16,
-// fp32 accumulation (CUBLAS_COMPUTE_32F), c rounded once to its dtype. The
-// algorithm is what an expert would pick: the heuristic's top candidates,
-// each timed on this shape, the fastest kept.
-
-#define KSEARCH_CUBLASLT_FUNCTIONS(X)                                                                  \
-  X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetVersion) X(cublasLtMatmulDescCreate)              \
-  X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) X(cublasLtMatrixLayoutCreate)         \
-  X(cublasLtMatrixLayoutDestroy) X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy) \
-  X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+// b_layout "nk", the nn.Linear layout), a and b bf16 or f16, fp32
+// accumulation, c rounded once to its dtype (cublaslt_matmul.h).
 
 class CublasLtGemm final : public LibraryBaseline {
  public:
-  // cuBLAS's advice for Hopper: 32 MiB of workspace lets every kernel run.
-  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-  // Heuristic candidates timed, and timed runs of each.
-  static constexpr int kCandidates = 8;
-  static constexpr int kTimedRuns = 10;
-
   static StatusOr<std::unique_ptr<LibraryBaseline>> Create(const Problem& p) {
     auto b = std::unique_ptr<CublasLtGemm>(new CublasLtGemm());
     KSEARCH_ASSIGN_OR_RETURN(BaselineBinding bind, BindBaseline(p));
@@ -109,154 +96,22 @@ class CublasLtGemm final : public LibraryBaseline {
     b->a_ = bind.Tensor("a");
     b->b_ = bind.Tensor("b");
     b->c_ = bind.Tensor("c");
-    const uint64_t m = static_cast<uint64_t>(bind.Size("m")), n = static_cast<uint64_t>(bind.Size("n")),
-                   k = static_cast<uint64_t>(bind.Size("k"));
-    DType in = p.tensors[static_cast<size_t>(b->a_)].dtype, out = p.tensors[static_cast<size_t>(b->c_)].dtype;
-    cudaDataType_t in_type = in == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
-    cudaDataType_t out_type = out == DType::kF32 ? CUDA_R_32F : in_type;
-    b->first_type_is_bf16_ = in == DType::kBF16;
-    b->input_bytes_ = 2;
-    b->output_bytes_ = out == DType::kF32 ? 4 : 2;
-    KSEARCH_ASSIGN_OR_RETURN(b->library_, Open("libcublasLt.so.13"));
-#define KSEARCH_RESOLVE_CUBLASLT(fn) KSEARCH_RETURN_IF_ERROR(Resolve(b->library_, "libcublasLt", #fn, &b->fn##_));
-    KSEARCH_CUBLASLT_FUNCTIONS(KSEARCH_RESOLVE_CUBLASLT)
-#undef KSEARCH_RESOLVE_CUBLASLT
-    KSEARCH_RETURN_IF_ERROR(b->Check(b->cublasLtCreate_(&b->handle_), "cublasLtCreate"));
-    size_t v = b->cublasLtGetVersion_();
-    b->version_ = "cuBLASLt " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-                  std::to_string(v % 100);
-    KSEARCH_RETURN_IF_ERROR(
-        b->Check(b->cublasLtMatmulDescCreate_(&b->desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
-    // Row-major c = a·b is column-major cᵀ (n×m) = bᵀ (n×k) · aᵀ (k×m): the
-    // library's first operand is the problem's b. Stored k×n row-major
-    // (b_layout "kn"), b is the column-major n×k matrix bᵀ itself; stored
-    // n×k row-major ("nk", c = a·bᵀ), it is a column-major k×n matrix that
-    // the library transposes (TRANSA).
-    const bool b_nk = bind.Choice("b_layout") == "nk";
-    cublasOperation_t first_op = b_nk ? CUBLAS_OP_T : CUBLAS_OP_N, second_op = CUBLAS_OP_N;
-    KSEARCH_RETURN_IF_ERROR(b->Check(
-        b->cublasLtMatmulDescSetAttribute_(b->desc_, CUBLASLT_MATMUL_DESC_TRANSA, &first_op, sizeof(first_op)),
-        "cublasLtMatmulDescSetAttribute(TRANSA)"));
-    KSEARCH_RETURN_IF_ERROR(b->Check(
-        b->cublasLtMatmulDescSetAttribute_(b->desc_, CUBLASLT_MATMUL_DESC_TRANSB, &second_op, sizeof(second_op)),
-        "cublasLtMatmulDescSetAttribute(TRANSB)"));
-    KSEARCH_RETURN_IF_ERROR(b->Check(
-        b_nk ? b->cublasLtMatrixLayoutCreate_(&b->first_, in_type, k, n, static_cast<int64_t>(k))
-             : b->cublasLtMatrixLayoutCreate_(&b->first_, in_type, n, k, static_cast<int64_t>(n)),
-        "cublasLtMatrixLayoutCreate(b)"));
-    KSEARCH_RETURN_IF_ERROR(
-        b->Check(b->cublasLtMatrixLayoutCreate_(&b->second_, in_type, k, m, static_cast<int64_t>(k)),
-                 "cublasLtMatrixLayoutCreate(a)"));
-    KSEARCH_RETURN_IF_ERROR(
-        b->Check(b->cublasLtMatrixLayoutCreate_(&b->out_, out_type, n, m, static_cast<int64_t>(n)),
-                 "cublasLtMatrixLayoutCreate(c)"));
-    cublasLtMatmulPreference_t preference = nullptr;
-    KSEARCH_RETURN_IF_ERROR(b->Check(b->cublasLtMatmulPreferenceCreate_(&preference), "cublasLtMatmulPreferenceCreate"));
-    uint64_t workspace = kWorkspaceBytes;
-    Status set = b->Check(b->cublasLtMatmulPreferenceSetAttribute_(
-                              preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)),
-                          "cublasLtMatmulPreferenceSetAttribute");
-    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
-    int found = 0;
-    if (set.ok()) {
-      set = b->Check(b->cublasLtMatmulAlgoGetHeuristic_(b->handle_, b->desc_, b->first_, b->second_, b->out_, b->out_,
-                                                        preference, kCandidates, results, &found),
-                     "cublasLtMatmulAlgoGetHeuristic");
-    }
-    b->cublasLtMatmulPreferenceDestroy_(preference);
-    KSEARCH_RETURN_IF_ERROR(set);
-    if (found == 0) return InternalError("cublasLtMatmulAlgoGetHeuristic found no algorithm for this GEMM");
-    KSEARCH_ASSIGN_OR_RETURN(b->api_, Driver());
-    KSEARCH_ASSIGN_OR_RETURN(b->workspace_, DeviceBuffer::Allocate(*b->api_, static_cast<int64_t>(kWorkspaceBytes)));
-    KSEARCH_RETURN_IF_ERROR(b->ChooseAlgorithm(results, found, m, n, k));
+    MatmulShape shape{bind.Size("m"), bind.Size("n"), bind.Size("k"), p.tensors[static_cast<size_t>(b->a_)].dtype,
+                      p.tensors[static_cast<size_t>(b->c_)].dtype, bind.Choice("b_layout") == "nk"};
+    KSEARCH_ASSIGN_OR_RETURN(b->matmul_, CublasLtMatmul::Create(shape));
     return std::unique_ptr<LibraryBaseline>(std::move(b));
   }
 
-  ~CublasLtGemm() override {
-    if (out_) cublasLtMatrixLayoutDestroy_(out_);
-    if (second_) cublasLtMatrixLayoutDestroy_(second_);
-    if (first_) cublasLtMatrixLayoutDestroy_(first_);
-    if (desc_) cublasLtMatmulDescDestroy_(desc_);
-    if (handle_) cublasLtDestroy_(handle_);
-  }
-
   Status Run(CUstream stream, const std::vector<CUdeviceptr>& t) override {
-    return Matmul(algo_, stream, t[static_cast<size_t>(a_)], t[static_cast<size_t>(b_)], t[static_cast<size_t>(c_)]);
+    return matmul_->Run(stream, t[static_cast<size_t>(a_)], t[static_cast<size_t>(b_)], t[static_cast<size_t>(c_)]);
   }
   std::string name() const override { return "cublaslt_gemm"; }
-  std::string version() const override { return version_; }
+  std::string version() const override { return matmul_->version(); }
 
  private:
   CublasLtGemm() = default;
-  Status Check(cublasStatus_t s, const char* call) const {
-    if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
-    return InternalError(std::string(call) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
-  }
-  Status Matmul(const cublasLtMatmulAlgo_t& algo, CUstream stream, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c) {
-    const float alpha = 1.0f, beta = 0.0f;
-    auto ptr = [](CUdeviceptr p) { return reinterpret_cast<void*>(p); };
-    return Check(cublasLtMatmul_(handle_, desc_, &alpha, ptr(b), first_, ptr(a), second_, &beta, ptr(c), out_, ptr(c),
-                                 out_, &algo, ptr(workspace_.ptr()), kWorkspaceBytes,
-                                 reinterpret_cast<cudaStream_t>(stream)),
-                 "cublasLtMatmul");
-  }
-  // Times each candidate on scratch operands (filled with 1.0, so that no
-  // product overflows) and keeps the fastest.
-  Status ChooseAlgorithm(const cublasLtMatmulHeuristicResult_t* results, int found, uint64_t m, uint64_t n,
-                         uint64_t k) {
-    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer a, DeviceBuffer::Allocate(*api_, static_cast<int64_t>(m * k * input_bytes_)));
-    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(*api_, static_cast<int64_t>(k * n * input_bytes_)));
-    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer c, DeviceBuffer::Allocate(*api_, static_cast<int64_t>(m * n * output_bytes_)));
-    KSEARCH_ASSIGN_OR_RETURN(Stream stream, Stream::Create(*api_));
-    KSEARCH_ASSIGN_OR_RETURN(Event start, Event::Create(*api_));
-    KSEARCH_ASSIGN_OR_RETURN(Event end, Event::Create(*api_));
-    // 1.0 in bf16 is 0x3f80, in f16 0x3c00; the same value for a and b.
-    unsigned short one = first_type_is_bf16_ ? 0x3f80 : 0x3c00;
-    KSEARCH_CU(api_->cuMemsetD16Async(a.ptr(), one, m * k, stream.get()), "cuMemsetD16Async");
-    KSEARCH_CU(api_->cuMemsetD16Async(b.ptr(), one, k * n, stream.get()), "cuMemsetD16Async");
-    float best_ms = 0;
-    std::string timed;
-    for (int i = 0; i < found; ++i) {
-      if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > kWorkspaceBytes) continue;
-      // Warm-up (and a candidate that fails to run is skipped).
-      if (!Matmul(results[i].algo, stream.get(), a.ptr(), b.ptr(), c.ptr()).ok()) continue;
-      KSEARCH_CU(api_->cuEventRecord(start.get(), stream.get()), "cuEventRecord");
-      for (int r = 0; r < kTimedRuns; ++r) {
-        KSEARCH_RETURN_IF_ERROR(Matmul(results[i].algo, stream.get(), a.ptr(), b.ptr(), c.ptr()));
-      }
-      KSEARCH_CU(api_->cuEventRecord(end.get(), stream.get()), "cuEventRecord");
-      KSEARCH_CU(api_->cuEventSynchronize(end.get()), "cuEventSynchronize");
-      float ms = 0;
-      KSEARCH_CU(api_->cuEventElapsedTime(&ms, start.get(), end.get()), "cuEventElapsedTime");
-      if (timed.empty() || ms < best_ms) {
-        best_ms = ms;
-        algo_ = results[i].algo;
-        chosen_ = i;
-      }
-      timed += timed.empty() ? "" : ",";
-      timed += std::to_string(i);
-    }
-    if (timed.empty()) return InternalError("cublasLtMatmul: none of the heuristic's algorithms ran");
-    KSEARCH_CU(api_->cuStreamSynchronize(stream.get()), "cuStreamSynchronize");
-    version_ += ", heuristic candidate " + std::to_string(chosen_) + " of " + std::to_string(found) + " timed";
-    return Status::Ok();
-  }
-
-#define KSEARCH_DECLARE_CUBLASLT(fn) decltype(&::fn) fn##_ = nullptr;
-  KSEARCH_CUBLASLT_FUNCTIONS(KSEARCH_DECLARE_CUBLASLT)
-#undef KSEARCH_DECLARE_CUBLASLT
-  void* library_ = nullptr;
-  const DriverApi* api_ = nullptr;
-  cublasLtHandle_t handle_ = nullptr;
-  cublasLtMatmulDesc_t desc_ = nullptr;
-  cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, out_ = nullptr;
-  cublasLtMatmulAlgo_t algo_ = {};
-  int chosen_ = -1;
-  bool first_type_is_bf16_ = true;
-  int64_t input_bytes_ = 2, output_bytes_ = 2;
-  DeviceBuffer workspace_;
+  std::unique_ptr<CublasLtMatmul> matmul_;
   int a_ = -1, b_ = -1, c_ = -1;
-  std::string version_;
 };
 
 // ---------------------------------------------------------------------------
@@ -465,6 +320,7 @@ StatusOr<std::unique_ptr<LibraryBaseline>> CreateLibraryBaseline(const Problem& 
   if (name == "cublaslt_gemm") return CublasLtGemm::Create(problem);
   if (name == "cudnn_conv_fwd") return CudnnConv::Create(problem);
   if (name == "cudnn_sdpa") return CreateCudnnSdpa(problem);
+  if (IsGemmSequence(name)) return CreateGemmSequence(problem);
   return UnimplementedError("unknown baseline library '" + name + "'");
 }
 

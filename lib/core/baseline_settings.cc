@@ -148,19 +148,90 @@ Status CheckSdpa(const Problem& p, const BaselineBinding& b) {
   return CheckCount(p, b, "o", batch * sq * heads * d, "batch × seq_q × heads × head_dim");
 }
 
+// A cuBLASLt GEMM followed by one elementwise launch (baselines/gemm_sequence.h):
+// a[m, k] and b[rows, k] (nn.Linear's weight) in bf16, the GEMM's output
+// kept in the `intermediate` type. Every sequence names its own outputs.
+std::vector<BaselineSetting> SequenceKeys(std::vector<BaselineSetting> own) {
+  std::vector<BaselineSetting> keys = {TensorKey("a", TensorRole::kInput), TensorKey("b", TensorRole::kInput)};
+  keys.insert(keys.end(), own.begin(), own.end());
+  keys.push_back(ChoiceKey("intermediate", {"f32", "bf16"}));
+  return keys;
+}
+
+Status CheckSizes32(const BaselineBinding& b, std::initializer_list<std::string_view> keys) {
+  for (std::string_view key : keys) {
+    if (b.Size(key) > INT32_MAX) return InvalidArgumentError(Field(key) + ": GEMM sizes must fit in 32 bits");
+  }
+  return Status::Ok();
+}
+
+Status CheckBf16(const Problem& p, const BaselineBinding& b, std::initializer_list<std::string_view> keys) {
+  for (std::string_view key : keys) KSEARCH_RETURN_IF_ERROR(CheckDType(p, b, key, {DType::kBF16}));
+  return Status::Ok();
+}
+
+// c[m, n] = silu(h[:, :n]) · h[:, n:] with h = a · bᵀ, b [2n, k] (gate rows first).
+Status CheckSwigluSequence(const Problem& p, const BaselineBinding& b) {
+  int64_t m = b.Size("m"), n = b.Size("n"), k = b.Size("k");
+  KSEARCH_RETURN_IF_ERROR(CheckSizes32(b, {"m", "n", "k"}));
+  if (2 * n > INT32_MAX) return InvalidArgumentError(Field("n") + ": 2 × n must fit in 32 bits");
+  KSEARCH_RETURN_IF_ERROR(CheckBf16(p, b, {"a", "b", "c"}));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "a", m * k, "m × k"));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "b", 2 * n * k, "2n × k (gate rows, then up rows)"));
+  return CheckCount(p, b, "c", m * n, "m × n");
+}
+
+// c[m, n] = a · bᵀ + r, b [n, k].
+Status CheckResidualSequence(const Problem& p, const BaselineBinding& b) {
+  int64_t m = b.Size("m"), n = b.Size("n"), k = b.Size("k");
+  KSEARCH_RETURN_IF_ERROR(CheckSizes32(b, {"m", "n", "k"}));
+  KSEARCH_RETURN_IF_ERROR(CheckBf16(p, b, {"a", "b", "r", "c"}));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "a", m * k, "m × k"));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "b", n * k, "n × k"));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "r", m * n, "m × n"));
+  return CheckCount(p, b, "c", m * n, "m × n");
+}
+
+// t = a · bᵀ, b [(heads + 2 kv_heads) · head_dim, k]; q, key rotated (rotate
+// half, cos and sin [m, head_dim / 2] f32), value copied.
+Status CheckRopeSequence(const Problem& p, const BaselineBinding& b) {
+  int64_t m = b.Size("m"), k = b.Size("k"), heads = b.Size("heads"), kv = b.Size("kv_heads"),
+          d = b.Size("head_dim");
+  KSEARCH_RETURN_IF_ERROR(CheckSizes32(b, {"m", "k", "heads", "kv_heads", "head_dim"}));
+  if (d % 2 != 0) {
+    return InvalidArgumentError(Field("head_dim") + ": " + std::to_string(d) +
+                                " is odd; rotate-half pairs element i with i + head_dim / 2");
+  }
+  const int64_t rows = (heads + 2 * kv) * d;
+  if (rows > INT32_MAX) {
+    return InvalidArgumentError("baseline.settings: (heads + 2 × kv_heads) × head_dim must fit in 32 bits");
+  }
+  KSEARCH_RETURN_IF_ERROR(CheckBf16(p, b, {"a", "b", "q", "key", "value"}));
+  KSEARCH_RETURN_IF_ERROR(CheckDType(p, b, "cos", {DType::kF32}));
+  KSEARCH_RETURN_IF_ERROR(CheckDType(p, b, "sin", {DType::kF32}));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "a", m * k, "m × k"));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "b", rows * k, "(heads + 2 × kv_heads) × head_dim × k"));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "cos", m * (d / 2), "m × head_dim / 2"));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "sin", m * (d / 2), "m × head_dim / 2"));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "q", m * heads * d, "m × heads × head_dim"));
+  KSEARCH_RETURN_IF_ERROR(CheckCount(p, b, "key", m * kv * d, "m × kv_heads × head_dim"));
+  return CheckCount(p, b, "value", m * kv * d, "m × kv_heads × head_dim");
+}
+
 }  // namespace
 
 const std::vector<BaselineLibrary>& BaselineLibraries() {
   static const std::vector<BaselineLibrary> libraries = [] {
     std::vector<BaselineLibrary> l;
-    l.push_back({"cublas_sgemm", "cuBLAS SGEMM (TF32 off): row-major c[m,n] = a[m,k] · b[k,n], f32", GemmKeys()});
+    l.push_back({"cublas_sgemm", "cuBLAS SGEMM (TF32 off): row-major c[m,n] = a[m,k] · b[k,n], f32", GemmKeys(),
+                 CheckGemm});
     std::vector<BaselineSetting> lt_keys = GemmKeys();
     lt_keys.push_back(ChoiceKey("b_layout", {"kn", "nk"}));
     l.push_back({"cublaslt_gemm",
                  "cuBLASLt GEMM with fp32 accumulation: row-major c[m,n] = a[m,k] · b[k,n] (b stored k×n, "
                  "b_layout \"kn\", the default) or c[m,n] = a[m,k] · b[n,k]ᵀ (b stored n×k as nn.Linear's "
                  "weight, b_layout \"nk\"), a and b bf16 or f16, c the same type or f32",
-                 std::move(lt_keys)});
+                 std::move(lt_keys), CheckGemm});
     l.push_back({"cudnn_conv_fwd",
                  "cuDNN fp32 2-D convolution (NCHW, cross-correlation, FMA math) + bias, optionally fused "
                  "with ReLU, then optionally max pooling",
@@ -169,11 +240,32 @@ const std::vector<BaselineLibrary>& BaselineLibraries() {
                   SizeKey("in_channels"), SizeKey("height"), SizeKey("width"), SizeKey("out_channels"),
                   SizeKey("kernel_h"), SizeKey("kernel_w"), SizeKey("stride", "1"), SizeKey("padding", "0"),
                   ChoiceKey("activation", {"none", "relu"}), ChoiceKey("pool", {"none", "max"}),
-                  OptionalSizeKey("pool_kernel"), OptionalSizeKey("pool_stride")}});
+                  OptionalSizeKey("pool_kernel"), OptionalSizeKey("pool_stride")},
+                 CheckConv});
     l.push_back({"cudnn_sdpa",
                  "cuDNN fused flash attention (graph API), bf16 or f16: o = softmax(q·kᵀ / sqrt(head_dim), "
                  "causal mask) · v, q/k/v/o laid out [batch, seq, heads, head_dim], fp32 softmax and accumulation",
-                 SdpaKeys()});
+                 SdpaKeys(), CheckSdpa});
+    l.push_back({"cublaslt_gemm+swiglu",
+                 "cuBLASLt GEMM h[m,2n] = a[m,k] · b[2n,k]ᵀ (b: gate rows, then up rows), then one elementwise "
+                 "launch c[i][j] = silu(h[i][j]) · h[i][n + j]; h kept in the intermediate type; all bf16",
+                 SequenceKeys({TensorKey("c", TensorRole::kOutput), SizeKey("m"), SizeKey("n"), SizeKey("k")}),
+                 CheckSwigluSequence});
+    l.push_back({"cublaslt_gemm+residual",
+                 "cuBLASLt GEMM h[m,n] = a[m,k] · b[n,k]ᵀ, then one elementwise launch c = h + r; h kept in the "
+                 "intermediate type; all bf16",
+                 SequenceKeys({TensorKey("r", TensorRole::kInput), TensorKey("c", TensorRole::kOutput), SizeKey("m"),
+                               SizeKey("n"), SizeKey("k")}),
+                 CheckResidualSequence});
+    l.push_back({"cublaslt_gemm+rope",
+                 "cuBLASLt GEMM t = a[m,k] · b[(heads + 2 kv_heads) · head_dim, k]ᵀ, then one elementwise launch "
+                 "writing q and key rotated (rotate half, cos and sin [m, head_dim / 2] f32) and value; t kept in "
+                 "the intermediate type; a, b and the outputs bf16",
+                 SequenceKeys({TensorKey("cos", TensorRole::kInput), TensorKey("sin", TensorRole::kInput),
+                               TensorKey("q", TensorRole::kOutput), TensorKey("key", TensorRole::kOutput),
+                               TensorKey("value", TensorRole::kOutput), SizeKey("m"), SizeKey("k"),
+                               SizeKey("heads"), SizeKey("kv_heads"), SizeKey("head_dim")}),
+                 CheckRopeSequence});
     return l;
   }();
   return libraries;
@@ -294,9 +386,11 @@ StatusOr<BaselineBinding> BindBaseline(const Problem& p) {
 
 Status CheckBaselineShapes(const Problem& p, const BaselineBinding& binding) {
   if (p.baseline.library.empty()) return Status::Ok();
-  if (p.baseline.library == "cudnn_conv_fwd") return CheckConv(p, binding);
-  if (p.baseline.library == "cudnn_sdpa") return CheckSdpa(p, binding);
-  return CheckGemm(p, binding);
+  const BaselineLibrary* library = FindBaselineLibrary(p.baseline.library);
+  if (!library) {
+    return InvalidArgumentError("baseline.library: unknown baseline library \"" + p.baseline.library + "\"");
+  }
+  return library->check_shapes(p, binding);
 }
 
 }  // namespace ksearch::internal

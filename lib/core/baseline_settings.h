@@ -37,10 +37,15 @@ struct BaselineSetting {
   TensorRole role = TensorRole::kInput;
 };
 
+class BaselineBinding;
+
 struct BaselineLibrary {
   std::string_view name;     // "cublas_sgemm", …
   std::string_view summary;  // one line for docs and errors
   std::vector<BaselineSetting> settings;
+  // The element counts and dtypes the library computes with (see
+  // CheckBaselineShapes).
+  Status (*check_shapes)(const Problem& problem, const BaselineBinding& binding) = nullptr;
 };
 
 // Every known library, in a fixed order.

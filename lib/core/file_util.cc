@@ -60,7 +60,10 @@ StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   return contents;
 }
 
-Status WriteFileAtomically(const std::string& path, std::string_view contents) {
+namespace {
+
+// Writes `contents` to a new temporary file beside `path` and flushes it.
+StatusOr<std::string> WriteTemporary(const std::string& path, std::string_view contents) {
   std::random_device random;
   std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(random());
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -82,12 +85,29 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents) {
     ::unlink(temp.c_str());
     return OsError("flush failed", temp, error);
   }
+  return temp;
+}
+
+}  // namespace
+
+Status WriteFileAtomically(const std::string& path, std::string_view contents) {
+  KSEARCH_ASSIGN_OR_RETURN(std::string temp, WriteTemporary(path, contents));
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     int error = errno;
     ::unlink(temp.c_str());
     return OsError("rename failed", path, error);
   }
   return Status::Ok();
+}
+
+Status WriteNewFileAtomically(const std::string& path, std::string_view contents) {
+  KSEARCH_ASSIGN_OR_RETURN(std::string temp, WriteTemporary(path, contents));
+  const int linked = ::link(temp.c_str(), path.c_str());
+  const int error = errno;
+  ::unlink(temp.c_str());
+  if (linked == 0) return Status::Ok();
+  if (error == EEXIST) return AlreadyExistsError(path + ": already exists");
+  return OsError("link failed", path, error);
 }
 
 std::string JoinPath(std::string_view directory, std::string_view relative) {

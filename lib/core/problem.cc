@@ -314,15 +314,18 @@ StatusOr<Problem> ParseProblem(const JsonNode& root, std::string_view directory)
   KSEARCH_ASSIGN_OR_RETURN(auto tolerance, root.Find("tolerance"));
   if (tolerance) {
     KSEARCH_RETURN_IF_ERROR(tolerance->CheckKeys(
-        {"policy", "strict_multiple", "strict_floor", "atol_rms_fraction", "rtol", "atol"}));
+        {"policy", "strict_multiple", "strict_floor", "atol_rms_fraction", "rtol", "atol", "library_margin",
+         "library_worst_margin"}));
     KSEARCH_ASSIGN_OR_RETURN(JsonNode policy, tolerance->Required("policy"));
     KSEARCH_ASSIGN_OR_RETURN(std::string policy_text, policy.String());
     if (policy_text == "strict") {
       p.tolerance.policy = TolerancePolicy::kStrict;
     } else if (policy_text == "relaxed") {
       p.tolerance.policy = TolerancePolicy::kRelaxed;
+    } else if (policy_text == "library") {
+      p.tolerance.policy = TolerancePolicy::kLibrary;
     } else {
-      return policy.Error("expected \"strict\" or \"relaxed\", got " + policy.Describe());
+      return policy.Error("expected \"strict\", \"relaxed\" or \"library\", got " + policy.Describe());
     }
     struct Field {
       const char* key;
@@ -331,12 +334,25 @@ StatusOr<Problem> ParseProblem(const JsonNode& root, std::string_view directory)
                   {"strict_floor", &p.tolerance.strict_floor},
                   {"atol_rms_fraction", &p.tolerance.atol_rms_fraction},
                   {"rtol", &p.tolerance.rtol},
-                  {"atol", &p.tolerance.atol}};
+                  {"atol", &p.tolerance.atol},
+                  {"library_margin", &p.tolerance.library_margin},
+                  {"library_worst_margin", &p.tolerance.library_worst_margin}};
     for (const Field& f : fields) {
       KSEARCH_ASSIGN_OR_RETURN(auto node, tolerance->Find(f.key));
       if (node) {
         KSEARCH_ASSIGN_OR_RETURN(*f.target, node->Double());
-        if (*f.target < 0) return node->Error("must not be negative");
+        if (!(*f.target >= 0)) return node->Error("must not be negative");
+      }
+    }
+    for (const char* margin : {"library_margin", "library_worst_margin"}) {
+      KSEARCH_ASSIGN_OR_RETURN(auto node, tolerance->Find(margin));
+      if (!node) continue;
+      if (p.tolerance.policy != TolerancePolicy::kLibrary) {
+        return node->Error("applies only to the \"library\" policy");
+      }
+      KSEARCH_ASSIGN_OR_RETURN(double value, node->Double());
+      if (!(value >= 1.0 && value <= 16.0)) {
+        return node->Error("expected a multiple from 1 to 16, got " + node->Describe());
       }
     }
   }
@@ -363,9 +379,10 @@ StatusOr<Problem> ParseProblem(const JsonNode& root, std::string_view directory)
   KSEARCH_ASSIGN_OR_RETURN(auto reference_fp32, root.Find("reference_fp32"));
   if (reference_fp32) {
     KSEARCH_ASSIGN_OR_RETURN(p.reference_fp32, ParseKernel(*reference_fp32, directory));
-  } else if (p.tolerance.policy == TolerancePolicy::kStrict) {
-    return root.Error("the strict tolerance policy needs 'reference_fp32' (the op in plain fp32, "
-                      "used to measure fp32's own error)");
+  } else if (p.tolerance.policy != TolerancePolicy::kRelaxed) {
+    return root.Error("the " + std::string(ToString(p.tolerance.policy)) +
+                      " tolerance policy needs 'reference_fp32' (the op in plain fp32, used to measure "
+                      "fp32's own error)");
   }
   KSEARCH_ASSIGN_OR_RETURN(auto start, root.Find("start"));
   if (start) {
@@ -487,13 +504,19 @@ boost::json::object ToJsonObject(const Problem& p) {
     sets.push_back(std::move(o));
   }
   root["input_sets"] = std::move(sets);
-  root["tolerance"] = boost::json::object{
-      {"policy", std::string(ToString(p.tolerance.policy))},
-      {"strict_multiple", p.tolerance.strict_multiple},
-      {"strict_floor", p.tolerance.strict_floor},
-      {"atol_rms_fraction", p.tolerance.atol_rms_fraction},
-      {"rtol", p.tolerance.rtol},
-      {"atol", p.tolerance.atol}};
+  boost::json::object tolerance{{"policy", std::string(ToString(p.tolerance.policy))},
+                                {"strict_multiple", p.tolerance.strict_multiple},
+                                {"strict_floor", p.tolerance.strict_floor},
+                                {"atol_rms_fraction", p.tolerance.atol_rms_fraction},
+                                {"rtol", p.tolerance.rtol},
+                                {"atol", p.tolerance.atol}};
+  // Only under their policy, so that other problems' JSON (and Fingerprint)
+  // stays what it was.
+  if (p.tolerance.policy == TolerancePolicy::kLibrary) {
+    tolerance["library_margin"] = p.tolerance.library_margin;
+    tolerance["library_worst_margin"] = p.tolerance.library_worst_margin;
+  }
+  root["tolerance"] = std::move(tolerance);
   if (!p.arithmetic_paths.empty()) {
     boost::json::array paths;
     for (const std::string& path : p.arithmetic_paths) paths.emplace_back(path);
@@ -667,7 +690,12 @@ Status CheckKernel(const Problem& p, const KernelSpec& k, const std::string& fie
 }  // namespace
 
 std::string_view ToString(TolerancePolicy policy) {
-  return policy == TolerancePolicy::kStrict ? "strict" : "relaxed";
+  switch (policy) {
+    case TolerancePolicy::kStrict: return "strict";
+    case TolerancePolicy::kRelaxed: return "relaxed";
+    case TolerancePolicy::kLibrary: return "library";
+  }
+  return "strict";
 }
 
 Candidate KernelSpec::ToCandidate(std::string id, std::string generator) const {
@@ -789,6 +817,16 @@ Status Problem::Validate() const {
   if (!has_input) return InvalidArgumentError("tensors: at least one input or inout tensor is needed");
   if (!has_output) return InvalidArgumentError("tensors: at least one output or inout tensor is needed");
   if (input_sets.empty()) return InvalidArgumentError("input_sets: at least one set is needed");
+  if (tolerance.policy == TolerancePolicy::kLibrary) {
+    if (baseline.library.empty()) {
+      return InvalidArgumentError("tolerance.policy: \"library\" judges against the problem's library "
+                                  "baseline, but the problem names none (baseline.library)");
+    }
+    if (reference_fp32.source.empty()) {
+      return InvalidArgumentError("tolerance.policy: \"library\" needs reference_fp32 (the strict bound "
+                                  "is its floor)");
+    }
+  }
   for (size_t i = 0; i < input_sets.size(); ++i) {
     for (const auto& [tensor, d] : input_sets[i].per_tensor) {
       const TensorSpec* t = FindTensor(tensor);

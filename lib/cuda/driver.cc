@@ -29,19 +29,19 @@ StatusOr<const DriverApi*> LoadDriver() {
   }
   DriverApi& api = g_api;
   std::string missing;
-#define KSEARCH_RESOLVE_DRIVER_FN(name)                                                        \
-  {                                                                                            \
-    void* fn = nullptr;                                                                        \
-    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;               \
-    if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS || \
-        !fn) {                                                                                 \
-      missing += missing.empty() ? #name : ", " #name;                                        \
-    } else {                                                                                   \
-      api.name = reinterpret_cast<decltype(api.name)>(fn);                                     \
-    }                                                                                          \
-  }
+  auto resolve = [&](const char* name) -> void* {
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (get_proc(name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS || !fn) {
+      missing += (missing.empty() ? "" : ", ") + std::string(name);
+      return nullptr;
+    }
+    return fn;
+  };
+#define KSEARCH_RESOLVE_DRIVER_FN(name) api.name = reinterpret_cast<decltype(api.name)>(resolve(#name));
   KSEARCH_CUDA_DRIVER_FUNCTIONS(KSEARCH_RESOLVE_DRIVER_FN)
 #undef KSEARCH_RESOLVE_DRIVER_FN
+  api.cuCtxGetDevice_v2 = reinterpret_cast<decltype(api.cuCtxGetDevice_v2)>(resolve("cuCtxGetDevice"));
   if (!missing.empty()) {
     return FailedPreconditionError("the CUDA driver lacks entry points this build needs (" +
                                    missing + "); a driver for CUDA " +

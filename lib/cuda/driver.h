@@ -78,6 +78,9 @@ struct DriverApi {
 #define KSEARCH_DECLARE_DRIVER_FN(name) decltype(&::name) name = nullptr;
   KSEARCH_CUDA_DRIVER_FUNCTIONS(KSEARCH_DECLARE_DRIVER_FN)
 #undef KSEARCH_DECLARE_DRIVER_FN
+  // "cuCtxGetDevice" as CUDA 13 resolves it: the ABI the header declares as
+  // cuCtxGetDevice_v2 (device, context; a null context is the current one).
+  decltype(&::cuCtxGetDevice_v2) cuCtxGetDevice_v2 = nullptr;
 };
 
 // Loads libcuda.so.1 and calls cuInit(0) once. Errors: kFailedPrecondition

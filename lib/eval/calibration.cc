@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "eval/local_evaluator.h"
 #include "eval/stats.h"
@@ -33,6 +34,10 @@ double HistogramQuantile(const std::vector<uint64_t>& histogram, double quantile
 // rtol: high enough that plain fp32 passes with its multiple, robust to the
 // few elements near zero whose relative error rounding inflates.
 constexpr double kElementwiseQuantile = 0.999;
+
+// kLibrary: a library whose L2 relative error exceeds this (the relaxed
+// convention's bound) measures nothing a kernel should be held to.
+constexpr double kLibraryMaxL2 = 1e-2;
 
 struct MmaPath {
   const char* name;
@@ -291,30 +296,45 @@ Status LocalEvaluator::MeasureTolerances() {
     // The library is checked on the inputs ref_ holds now (the last set's).
     const InputSet& last = problem_.input_sets.back();
     KSEARCH_RETURN_IF_ERROR(RunReference(last, NextSeed()));
-    SetUpLibraryBaseline(tolerances_.back());
+    KSEARCH_RETURN_IF_ERROR(SetUpLibraryBaseline(tolerances_.back()));
   }
   return TimeReferenceAndBaseline();
 }
 
-void LocalEvaluator::SetUpLibraryBaseline(const SetTolerance& tol) {
+Status LocalEvaluator::SetUpLibraryBaseline(const SetTolerance& tol) {
   const std::string& name = problem_.baseline.library;
+  // Under kLibrary the library is the measure of accuracy: without it the
+  // problem cannot be judged at all.
+  const bool measure = problem_.tolerance.policy == TolerancePolicy::kLibrary;
+  auto unusable = [&](const std::string& why) {
+    if (measure) {
+      return FailedPreconditionError("problem '" + problem_.name + "' judges accuracy against its library (" +
+                                     name + "), which " + why + ": it cannot be judged here");
+    }
+    baseline_name_ += " (" + name + " " + why + ")";
+    return Status::Ok();
+  };
   auto library = CreateLibraryBaseline(problem_);
-  if (!library.ok()) {
-    baseline_name_ += " (" + name + " unavailable: " + library.status().message() + ")";
-    return;
-  }
+  if (!library.ok()) return unusable("is unavailable: " + library.status().message());
   // The library must itself pass the judge on the current inputs.
   Status ran = (*library)->Run(stream_.get(), ref32_.ptr);
   RunFailure waited = ran.ok() ? Wait(watchdog_seconds_ * 10) : RunFailure{};
-  if (!ran.ok() || !waited.ok()) {
-    baseline_name_ += " (" + name + " failed: " + (ran.ok() ? waited.message : ran.message()) + ")";
-    return;
-  }
+  if (!ran.ok() || !waited.ok()) return unusable("failed: " + (ran.ok() ? waited.message : ran.message()));
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
     const TensorSpec& spec = problem_.tensors[t];
     if (!IsWritten(spec.role)) continue;
     auto r = Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.Rtol(spec.dtype));
     double l2 = r.ok() ? r->l2 : 1.0;
+    char text[200];
+    if (measure) {
+      // A library this far off would let anything pass: no tolerance.
+      if (!r.ok() || !(l2 <= kLibraryMaxL2)) {
+        std::snprintf(text, sizeof(text), "is not a usable measure (its L2 relative error on '%s' is %.3g, above %.3g)",
+                      spec.name.c_str(), l2, kLibraryMaxL2);
+        return unusable(text);
+      }
+      continue;
+    }
     bool too_inexact = false;
     if (r.ok() && tol.allowed_inexact_fraction < 1.0 && (spec.dtype == DType::kF16 || spec.dtype == DType::kBF16)) {
       auto exact = Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, 0.0);
@@ -322,17 +342,58 @@ void LocalEvaluator::SetUpLibraryBaseline(const SetTolerance& tol) {
                                        tol.allowed_inexact_fraction * static_cast<double>(elements_[t]);
     }
     if (!r.ok() || r->raw.bad > 0 || !(l2 <= tol.allowed_l2) || too_inexact) {
-      char text[200];
-      std::snprintf(text, sizeof(text),
-                    " (%s fails the strict check: L2 relative error %.3g, allowed %.3g)",
-                    name.c_str(), l2, tol.allowed_l2);
-      baseline_name_ += text;
-      return;
+      std::snprintf(text, sizeof(text), "fails the strict check: L2 relative error %.3g, allowed %.3g", l2,
+                    tol.allowed_l2);
+      return unusable(text);
     }
   }
   library_ = std::move(*library);
   baseline_name_ = library_->name();
   device_.baseline_library = library_->version();
+  return Status::Ok();
+}
+
+StatusOr<SetTolerance> LocalEvaluator::LibraryTolerance(const InputSet& set, const SetTolerance& strict) {
+  SetTolerance tol = strict;
+  tol.library_l2 = tol.library_inexact_fraction = tol.library_worst = 0.0;
+  // Poisoned first: an element the library leaves unwritten is seen.
+  KSEARCH_RETURN_IF_ERROR(Poison(ref32_, nullptr));
+  KSEARCH_RETURN_IF_ERROR(library_->Run(stream_.get(), ref32_.ptr));
+  RunFailure waited = Wait(watchdog_seconds_ * 10);
+  if (!waited.ok()) return InternalError("the library " + library_->name() + " failed: " + waited.message);
+  const Tolerance& policy = problem_.tolerance;
+  for (size_t t = 0; t < problem_.tensors.size(); ++t) {
+    const TensorSpec& spec = problem_.tensors[t];
+    if (!IsWritten(spec.role)) continue;
+    KSEARCH_ASSIGN_OR_RETURN(GroupAtol groups, GroupTolerance(set, t, ref_.ptr[t]));
+    KSEARCH_ASSIGN_OR_RETURN(Comparison c, Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype,
+                                                   strict.atol, strict.Rtol(spec.dtype), nullptr, 0.0, groups));
+    // A NaN, an Inf or a large error of the library on these inputs would
+    // widen the tolerance without bound: the strict one stands instead.
+    if (c.raw.nonfinite_got > 0 || c.raw.unwritten > 0 || !(c.l2 <= kLibraryMaxL2)) {
+      SetTolerance fallback = strict;
+      fallback.library_l2 = c.l2;
+      return fallback;
+    }
+    float worst = 0.0f;
+    uint32_t bits = static_cast<uint32_t>(c.raw.worst >> 32);
+    std::memcpy(&worst, &bits, sizeof(worst));
+    tol.library_l2 = std::max(tol.library_l2, c.l2);
+    tol.library_worst = std::max(tol.library_worst, static_cast<double>(worst));
+    if (SetTolerance::HalfStep(spec.dtype) > 0) {
+      KSEARCH_ASSIGN_OR_RETURN(Comparison exact, Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype,
+                                                         strict.atol, 0.0, nullptr, 0.0, groups));
+      tol.library_inexact_fraction = std::max(
+          tol.library_inexact_fraction, static_cast<double>(exact.raw.bad) / static_cast<double>(elements_[t]));
+    }
+  }
+  tol.allowed_l2 = std::max(strict.allowed_l2, policy.library_margin * tol.library_l2);
+  if (strict.allowed_inexact_fraction < 1.0) {
+    tol.allowed_inexact_fraction =
+        std::min(1.0, std::max(strict.allowed_inexact_fraction, policy.library_margin * tol.library_inexact_fraction));
+  }
+  tol.elementwise_scale = std::max(1.0, policy.library_worst_margin * tol.library_worst);
+  return tol;
 }
 
 StatusOr<double> LocalEvaluator::TimeBaselineOnce(const InputSet& set, RunFailure* failure) {

@@ -255,7 +255,8 @@ Status LocalEvaluator::FlushL2() {
 StatusOr<Comparison> LocalEvaluator::Compare(CUdeviceptr got, CUdeviceptr want, int64_t n,
                                              DType dtype, double atol, double rtol,
                                              std::vector<uint64_t>* histogram,
-                                             double histogram_min_abs, const GroupAtol& groups) {
+                                             double histogram_min_abs, const GroupAtol& groups,
+                                             double scale) {
   KSEARCH_CU(api_->cuMemsetD8Async(results_.ptr(), 0, kCountOffset, stream_.get()),
              "cuMemsetD8Async");
   long long count = n;
@@ -266,8 +267,8 @@ StatusOr<Comparison> LocalEvaluator::Compare(CUdeviceptr got, CUdeviceptr want, 
   CUdeviceptr group_atol = groups.atol;
   long long row_len = groups.row_len;
   int group_axis = groups.axis;
-  void* args[] = {&got,  &want,     &count,      &code,    &atol,      &rtol,
-                  &out,  &hist,     &hist_min,   &group_atol, &row_len, &group_axis};
+  void* args[] = {&got, &want,     &count,      &code,    &atol,    &rtol,       &out,
+                  &hist, &hist_min, &group_atol, &row_len, &group_axis, &scale};
   unsigned blocks =
       static_cast<unsigned>(std::min<long long>((n + 255) / 256, device_.multiprocessors * 16));
   KSEARCH_CU(api_->cuLaunchKernel(compare_fn_, blocks, 1, 1, 256, 1, 1, 0, stream_.get(), args,

@@ -111,7 +111,8 @@ __device__ __forceinline__ int ks_rel_bin(double rel) {
 extern "C" __global__ void ks_compare(const void* got, const void* want, long long n, int dtype,
                                       double atol_all, double rtol, KsCompareResults* out,
                                       unsigned long long* hist, double hist_min_abs,
-                                      const double* group_atol, long long row_len, int group_axis) {
+                                      const double* group_atol, long long row_len, int group_axis,
+                                      double scale) {
   __shared__ unsigned int block_hist[256];
   if (hist) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) block_hist[i] = 0;
@@ -138,7 +139,7 @@ extern "C" __global__ void ks_compare(const void* got, const void* want, long lo
       double d = fabs(g - w);
       sum_diff += d * d;
       sum_want += w * w;
-      double limit = atol + rtol * fabs(w);
+      double limit = scale * (atol + rtol * fabs(w));
       double v = limit > 0 ? d / limit : (d > 0 ? 1e30 : 0.0);
       violation = (float)fmin(v, 1e30);
       if (d > limit) ++bad;

@@ -30,13 +30,6 @@ LocalEvaluator::~LocalEvaluator() {
   }
 }
 
-uint64_t LocalEvaluator::NextSeed() {
-  uint64_t z = seed_ + 0x9e3779b97f4a7c15ull * ++seed_counter_;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 Status LocalEvaluator::health() const {
   if (!broken_) return Status::Ok();
   return UnavailableError(broken_reason_);
@@ -49,9 +42,8 @@ Status LocalEvaluator::Initialize() {
   KSEARCH_RETURN_IF_ERROR(CheckUntrustedCompiles(copts));
   compiler_ = std::make_unique<Compiler>(copts);
   compile_pool_ = std::make_unique<ThreadPool>(DefaultThreads(0));
-  seed_ = options_.seed ? options_.seed
-                        : static_cast<uint64_t>(EvalClock::now().time_since_epoch().count());
-  rng_.seed(seed_ ^ 0x5bd1e995u);
+  KSEARCH_RETURN_IF_ERROR(JudgeSecrets::CheckAvailable());
+  secrets_ = JudgeSecrets(options_.replay_input_seed);
   for (const TensorSpec& t : problem_.tensors) {
     KSEARCH_ASSIGN_OR_RETURN(int64_t n, problem_.Elements(t));
     elements_.push_back(n);
@@ -309,14 +301,29 @@ void LocalEvaluator::JudgeCompileOnly(const Candidate& candidate, const CompileR
     not_run.push_back("plan vs kernel signature (the cubin's parameter tables could not be read: " +
                       signatures.status().message() + ")");
   }
+  // The entry points the compile reported (ptxas) and those the cubin's
+  // parameter tables name: either list is complete when it could be read.
+  std::vector<KernelResources> entry_points = compiled.resources;
+  if (signatures.ok()) {
+    for (const KernelSignature& k : *signatures) {
+      auto same = [&](const KernelResources& r) { return r.kernel == k.name; };
+      if (std::none_of(entry_points.begin(), entry_points.end(), same)) {
+        entry_points.push_back(KernelResources{.kernel = k.name});
+      }
+    }
+  }
+  const bool entry_points_known = signatures.ok() || !compiled.resources.empty();
   for (size_t l = 0; l < resolved->launches.size(); ++l) {
     const std::string& kernel = resolved->launches[l].kernel;
-    bool found = std::any_of(compiled.resources.begin(), compiled.resources.end(),
-                             [&](const KernelResources& r) { return r.kernel == kernel; });
-    if (!found && !compiled.resources.empty()) {
-      e->status = EvalStatus::kInvalidPlan;
-      e->message = MissingKernel(l, kernel, candidate.id, compiled.resources);
-      return;
+    auto entry = std::find_if(entry_points.begin(), entry_points.end(),
+                              [&](const KernelResources& r) { return r.kernel == kernel; });
+    if (entry == entry_points.end()) {
+      if (entry_points_known) {
+        e->status = EvalStatus::kInvalidPlan;
+        e->message = MissingKernel(l, kernel, candidate.id, entry_points);
+        return;
+      }
+      not_run.push_back("whether the source defines '" + kernel + "' (neither the compile log nor the cubin could be read)");
     }
     if (signatures.ok()) {
       auto s = std::find_if(signatures->begin(), signatures->end(),
@@ -332,12 +339,15 @@ void LocalEvaluator::JudgeCompileOnly(const Candidate& candidate, const CompileR
         return;
       }
     }
-    if (resolved->launches[l].shared_bytes > 227 * 1024) {
+    // No device to ask: the largest any current GPU allows per block.
+    constexpr int64_t kMaxSharedPerBlock = 227 * 1024;
+    int64_t dynamic = resolved->launches[l].shared_bytes;
+    int64_t static_bytes = entry != entry_points.end() ? std::max<int64_t>(0, entry->static_shared_bytes) : 0;
+    if (static_bytes + dynamic > kMaxSharedPerBlock) {
       e->status = EvalStatus::kResourceLimit;
-      e->message = "launches[" + std::to_string(l) + "]: " +
-                   std::to_string(resolved->launches[l].shared_bytes) +
-                   " B of dynamic shared memory is more than any current GPU allows per block "
-                   "(227 KiB)";
+      e->message = "launches[" + std::to_string(l) + "]: " + std::to_string(static_bytes) + " B of static and " +
+                   std::to_string(dynamic) +
+                   " B of dynamic shared memory are more than any current GPU allows per block (227 KiB)";
       return;
     }
   }
@@ -356,6 +366,7 @@ void LocalEvaluator::Judge(const Candidate& candidate, const CompileResult& comp
   e->resources = compiled.resources;
   if (options_.compile_only) return JudgeCompileOnly(candidate, compiled, e);
   candidate_start_ = EvalClock::now();
+  library_widest_ = SetTolerance{};
   RunFailure failure;
   std::unique_ptr<PreparedPlan> plan = Prepare(compiled, candidate.plan, e, &failure);
   if (!plan) {
@@ -398,7 +409,7 @@ void LocalEvaluator::Judge(const Candidate& candidate, const CompileResult& comp
   e->check_ms += MsSince(start_recheck);
   if (!rechecked) return;
   e->status = EvalStatus::kOk;
-  char text[200];
+  char text[400];
   std::snprintf(text, sizeof(text), "correct; median %.4f ms", e->timing->median_ms);
   e->message = text;
   if (e->speedup) {
@@ -409,6 +420,15 @@ void LocalEvaluator::Judge(const Candidate& candidate, const CompileResult& comp
   if (problem_.tolerance.policy == TolerancePolicy::kRelaxed) {
     e->relaxed_tolerance = true;
     e->message += " [relaxed tolerance]";
+  }
+  if (problem_.tolerance.policy == TolerancePolicy::kLibrary) {
+    e->message += " [library tolerance]";
+    std::snprintf(text, sizeof(text),
+                  "accuracy held to %s on the same inputs at every check (library policy): its L2 relative "
+                  "error up to %.3g, inexact elements up to %.3g%%, worst element %.3g x the strict bound",
+                  baseline_name_.c_str(), library_widest_.library_l2,
+                  100 * std::max(0.0, library_widest_.library_inexact_fraction), library_widest_.library_worst);
+    e->details += (e->details.empty() ? "" : "\n") + std::string(text);
   }
   double suspicious_ms = options_.suspicious_floor_fraction * floor_ms_;
   if (suspicious_ms > 0 && e->timing->median_ms < suspicious_ms) {

@@ -26,7 +26,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +38,7 @@
 #include "cuda/objects.h"
 #include "cuda/plan_executor.h"
 #include "eval/judge_kernels.h"
+#include "eval/secrets.h"
 #include "eval/vault.h"
 #include "ksearch/evaluator.h"
 
@@ -96,6 +96,17 @@ struct SetTolerance {
   double half_quantile = 0.0;
   double allowed_inexact_fraction = 1.0;
   double twin_inexact_fraction = 0.0;
+  // The elementwise bound (atol, row atols and Rtol together) is multiplied
+  // by this: 1 except under kLibrary, where it widens to the library's
+  // worst element on the same inputs (LibraryTolerance).
+  double elementwise_scale = 1.0;
+  // kLibrary: what the library measured on this check's inputs (L2
+  // relative error, share of half-precision elements more than atol from
+  // the reference, worst element as a multiple of the strict bound); -1
+  // under other policies.
+  double library_l2 = -1.0;
+  double library_inexact_fraction = -1.0;
+  double library_worst = -1.0;
 
   // The share of a half output's elements that may sit on the other side of
   // a rounding boundary from the reference, whatever the twin does.
@@ -215,10 +226,13 @@ class LocalEvaluator final : public Evaluator {
   // values (the kernel must read them).
   Status Poison(const TensorBuffers& buffers, PreparedPlan* plan);
   Status FlushL2();
+  // An element fails when |got - want| > scale * (atol + rtol * |want|)
+  // (atol the smaller of `atol` and its row's, with `groups`).
   StatusOr<Comparison> Compare(CUdeviceptr got, CUdeviceptr want, int64_t n, DType dtype,
                                double atol, double rtol,
                                std::vector<uint64_t>* histogram = nullptr,
-                               double histogram_min_abs = 0.0, const GroupAtol& groups = {});
+                               double histogram_min_abs = 0.0, const GroupAtol& groups = {},
+                               double scale = 1.0);
   // The row or column atols of output `t` for inputs of `set`, from the
   // expected output at `want`: {} (axis 0) unless an input of `set` is
   // scaled per row or per column, then that axis of the output's last dim.
@@ -241,7 +255,15 @@ class LocalEvaluator final : public Evaluator {
   Status MeasureTolerances();
   StatusOr<SetTolerance> CalibrateSet(const InputSet& set);
   Status CheckProblemIsSound(const InputSet& set, const SetTolerance& tol);
-  void SetUpLibraryBaseline(const SetTolerance& tol);
+  // The library baseline, checked on the inputs ref_ holds: under kStrict it
+  // must pass the strict check to be the baseline (otherwise the fp32
+  // reference is, and the reason is noted); under kLibrary it must exist and
+  // be sane, or the problem cannot be judged (an error).
+  Status SetUpLibraryBaseline(const SetTolerance& tol);
+  // kLibrary: the tolerance of one check from `strict`, widened to the
+  // library's error on the inputs the vault holds now (the library runs on
+  // them into ref32_, after RunReference), never narrower than `strict`.
+  StatusOr<SetTolerance> LibraryTolerance(const InputSet& set, const SetTolerance& strict);
   Status TimeReferenceAndBaseline();
   // One timed run of the baseline on base_ with fresh inputs of `set`.
   StatusOr<double> TimeBaselineOnce(const InputSet& set, RunFailure* failure);
@@ -272,9 +294,10 @@ class LocalEvaluator final : public Evaluator {
   // timing.cc
   void TimeCandidate(PreparedPlan& plan, Evaluation* e);
 
-  // A fresh input seed for every generation: inputs never repeat across
-  // candidates, checks, timed runs or re-checks.
-  uint64_t NextSeed();
+  // A fresh input seed for every generation, from secrets_: inputs never
+  // repeat across candidates, checks, timed runs or re-checks, and no run's
+  // inputs predict another's.
+  uint64_t NextSeed() { return secrets_.Next(); }
   bool OverBudget(const Evaluation& e) const;
 
   Problem problem_;
@@ -283,9 +306,7 @@ class LocalEvaluator final : public Evaluator {
   std::unique_ptr<Compiler> compiler_;
   std::unique_ptr<ThreadPool> compile_pool_;  // candidates' compiles
   std::mutex mutex_;  // one Evaluate at a time: one timing lane per GPU
-  uint64_t seed_ = 0;
-  uint64_t seed_counter_ = 0;
-  std::mt19937_64 rng_;  // spot checks
+  JudgeSecrets secrets_;  // input seeds and spot-check decisions
 
   // GPU side.
   std::unique_ptr<CudaContext> ctx_;
@@ -311,6 +332,9 @@ class LocalEvaluator final : public Evaluator {
   std::vector<int64_t> elements_;  // per tensor
   std::vector<SetTolerance> tolerances_;
   std::optional<TimingStats> reference_timing_, baseline_timing_;
+  // kLibrary: the widest tolerance the library gave one candidate's checks
+  // (reset per candidate; said in its details).
+  SetTolerance library_widest_;
   std::string baseline_name_;
   double watchdog_seconds_ = 2.0;
   double floor_ms_ = 0.0;

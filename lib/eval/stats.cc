@@ -49,6 +49,12 @@ bool MedianIsPrecise(const TimingStats& stats, double fraction) {
          stats.median_ms - stats.ci_low_ms <= fraction * stats.median_ms;
 }
 
+double TimingCheckProbability(double floor, int all, size_t i) {
+  if (i == 0) return 1.0;
+  double p = std::max(floor, static_cast<double>(std::max(0, all)) / static_cast<double>(i));
+  return std::clamp(p, 0.0, 1.0);
+}
+
 Speedup PairedSpeedup(const std::vector<double>& a_ms, const std::vector<double>& b_ms) {
   std::vector<double> ratios;
   for (size_t i = 0; i < std::min(a_ms.size(), b_ms.size()); ++i) {

@@ -20,6 +20,13 @@ bool MedianIsPrecise(const TimingStats& stats, double fraction);
 // is faster); returns the median ratio with its 95% CI.
 Speedup PairedSpeedup(const std::vector<double>& a_ms, const std::vector<double>& b_ms);
 
+// The probability that the i-th timed run (1-based) has its outputs checked:
+// 1 for the first `all` runs, then max(floor, all / i) (docs/evaluation.md,
+// "Timing"). A kernel that shortcuts more than half of n runs (what moving
+// the median takes) meets a check on each with probability at least all / n,
+// so it escapes them all with probability at most exp(-all / 2).
+double TimingCheckProbability(double floor, int all, size_t i);
+
 }  // namespace ksearch::internal
 
 #endif  // KSEARCH_EVAL_STATS_H_

@@ -43,6 +43,7 @@
 #include "ksearch/http_llm_client.h"
 #include "ksearch/price_table.h"
 #include "ksearch/version.h"
+#include "llm/callbacks.h"
 #include "llm/http_util.h"
 #include "llm/wire.h"
 
@@ -277,31 +278,6 @@ class ConnectionImpl final : public Connection,
   Done done_;
   bool connected_ = false;
 };
-
-// Reports an exception thrown by user code: to the log sink when there is
-// one (and it does not throw in turn), else to stderr.
-void ReportThrow(const std::function<void(std::string_view)>& log, const std::string& line) {
-  if (log) {
-    try {
-      log(line);
-      return;
-    } catch (...) {
-    }
-  }
-  std::fprintf(stderr, "ksearch: %s\n", line.c_str());
-}
-
-// Runs `f`, keeping a throwing user callback from unwinding into Asio.
-template <typename F>
-void Deliver(const std::function<void(std::string_view)>& log, const char* what, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    ReportThrow(log, std::string("llm: ") + what + " threw: " + e.what());
-  } catch (...) {
-    ReportThrow(log, std::string("llm: ") + what + " threw a non-standard exception");
-  }
-}
 
 int64_t UnixMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -867,11 +843,11 @@ class HttpLlmClientImpl : public std::enable_shared_from_this<HttpLlmClientImpl>
     if (observer) {
       LlmExchange exchange{provider_, RequestHash(call->request), std::move(call->request),
                            result, call->started_unix_ms, call->id};
-      Deliver(options_.log, "exchange observer", [&] { observer(exchange); });
+      llm::Deliver(options_.log, "exchange observer", [&] { observer(exchange); });
     }
     LlmClient::Callback done = std::move(call->done);
     call->done = nullptr;
-    Deliver(options_.log, "completion callback", [&] { done(std::move(result)); });
+    llm::Deliver(options_.log, "completion callback", [&] { done(std::move(result)); });
   }
 
   void ShutdownOnIoThread() {

@@ -11,6 +11,7 @@
 #include <simdjson.h>
 
 #include "ksearch/llm_recording.h"
+#include "llm/chat_json.h"
 
 namespace ksearch {
 namespace {
@@ -25,22 +26,6 @@ Status FileError(const std::string& what, const std::string& path, int error) {
   if (error == ENOENT) return NotFoundError(message);
   if (error == EACCES || error == EPERM || error == EROFS) return PermissionDeniedError(message);
   return UnknownError(message);
-}
-
-StatusOr<StatusCode> StatusCodeFromString(std::string_view name) {
-  for (int i = 0; i <= static_cast<int>(StatusCode::kUnauthenticated); ++i) {
-    if (ToString(static_cast<StatusCode>(i)) == name) return static_cast<StatusCode>(i);
-  }
-  return InvalidArgumentError("error.code: unknown status code \"" + std::string(name) + "\"");
-}
-
-StatusOr<FinishReason> FinishReasonFromString(std::string_view name) {
-  for (FinishReason r : {FinishReason::kStop, FinishReason::kLength, FinishReason::kStopSequence,
-                         FinishReason::kOther}) {
-    if (ToString(r) == name) return r;
-  }
-  return InvalidArgumentError("response.finish_reason: unknown value \"" + std::string(name) +
-                              "\"");
 }
 
 Status Missing(std::string_view field, std::string_view type) {
@@ -145,7 +130,9 @@ Status ReadResult(dom::element root, StatusOr<ChatResponse>* out) {
     std::string message;
     KSEARCH_RETURN_IF_ERROR(GetString(error, "code", "error.code", &code_name));
     KSEARCH_RETURN_IF_ERROR(GetString(error, "message", "error.message", &message));
-    KSEARCH_ASSIGN_OR_RETURN(StatusCode code, StatusCodeFromString(code_name));
+    StatusOr<StatusCode> code_or = llm::StatusCodeFromString(code_name);
+    if (!code_or.ok()) return code_or.status().WithContext("error.code");
+    StatusCode code = *code_or;
     if (code == StatusCode::kOk) return InvalidArgumentError("error.code: OK is not an error");
     *out = Status(code, std::move(message));
     return Status();
@@ -158,7 +145,9 @@ Status ReadResult(dom::element root, StatusOr<ChatResponse>* out) {
   KSEARCH_RETURN_IF_ERROR(GetString(r, "content", "response.content", &response.content));
   std::string finish;
   KSEARCH_RETURN_IF_ERROR(GetString(r, "finish_reason", "response.finish_reason", &finish));
-  KSEARCH_ASSIGN_OR_RETURN(response.finish_reason, FinishReasonFromString(finish));
+  StatusOr<FinishReason> reason = llm::FinishReasonFromString(finish);
+  if (!reason.ok()) return reason.status().WithContext("response.finish_reason");
+  response.finish_reason = *reason;
   KSEARCH_RETURN_IF_ERROR(
       GetInt(r, "input_tokens", "response.input_tokens", &response.input_tokens));
   KSEARCH_RETURN_IF_ERROR(
@@ -175,22 +164,10 @@ Status ReadResult(dom::element root, StatusOr<ChatResponse>* out) {
 
 std::string ExchangeToJsonLine(const LlmExchange& exchange) {
   const ChatRequest& q = exchange.request;
-  json::array messages;
-  for (const ChatMessage& m : q.messages) {
-    messages.emplace_back(json::object{{"role", ToString(m.role)}, {"content", m.content}});
-  }
-  json::array stop;
-  for (const std::string& s : q.stop) stop.emplace_back(s);
-  json::object request{{"model", q.model},
-                       {"system", q.system},
-                       {"messages", std::move(messages)},
-                       {"max_tokens", q.max_tokens},
-                       {"stop", std::move(stop)},
-                       {"timeout_seconds", q.timeout_seconds},
-                       {"tag", q.tag}};
-  if (q.temperature) request["temperature"] = *q.temperature;
-  if (!q.reasoning_effort.empty()) request["reasoning_effort"] = q.reasoning_effort;
-  if (q.thinking_budget_tokens > 0) request["thinking_budget_tokens"] = q.thinking_budget_tokens;
+  json::object request;
+  llm::AppendChatRequestFields(q, &request);
+  request["timeout_seconds"] = q.timeout_seconds;
+  request["tag"] = q.tag;
   json::object line{{"version", kRecordingVersion},
                     {"provider", exchange.provider},
                     {"request_id", exchange.request_id},
@@ -198,18 +175,9 @@ std::string ExchangeToJsonLine(const LlmExchange& exchange) {
                     {"started_unix_ms", exchange.started_unix_ms},
                     {"request", std::move(request)}};
   if (exchange.response.ok()) {
-    const ChatResponse& r = *exchange.response;
-    line["response"] = json::object{{"content", r.content},
-                                    {"finish_reason", ToString(r.finish_reason)},
-                                    {"input_tokens", r.input_tokens},
-                                    {"output_tokens", r.output_tokens},
-                                    {"latency_ms", r.latency_ms},
-                                    {"attempts", r.attempts},
-                                    {"cost_usd", r.cost_usd},
-                                    {"model", r.model}};
+    line["response"] = llm::ChatResponseToJson(*exchange.response);
   } else {
-    Status status = exchange.response.status();
-    line["error"] = json::object{{"code", ToString(status.code())}, {"message", status.message()}};
+    line["error"] = llm::ErrorToJson(exchange.response.status());
   }
   return json::serialize(line);
 }

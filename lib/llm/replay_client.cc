@@ -9,6 +9,7 @@
 
 #include "ksearch/llm_recording.h"
 #include "ksearch/replay_llm_client.h"
+#include "llm/callbacks.h"
 
 namespace ksearch {
 namespace internal {
@@ -207,22 +208,10 @@ class ReplayLlmClientImpl : public std::enable_shared_from_this<ReplayLlmClientI
       if (observer) {
         LlmExchange exchange{job.provider, RequestHash(job.request), job.request, job.result,
                              job.started_unix_ms, job.id};
-        Deliver([&] { observer(exchange); });
+        llm::Deliver({}, "exchange observer", [&] { observer(exchange); });
       }
-      Deliver([&] { job.done(std::move(job.result)); });
+      llm::Deliver({}, "completion callback", [&] { job.done(std::move(job.result)); });
       lock.lock();
-    }
-  }
-
-  // A callback that throws must not take the delivery thread with it.
-  template <typename F>
-  static void Deliver(F&& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "ksearch: replay callback threw: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "ksearch: replay callback threw\n");
     }
   }
 

@@ -84,6 +84,7 @@ Status RunRecorder::status() const {
 
 struct CachingEvaluator::State {
   State(Evaluator& inner_evaluator, Store& s) : inner(inner_evaluator), store(s) {}
+  std::unique_ptr<Evaluator> owned;  // `inner`, when the wrapper owns it
   Evaluator& inner;
   Store& store;
   int64_t run_id = 0;
@@ -116,7 +117,91 @@ std::string DeviceIdentity(const std::string& name) {
   return name;
 }
 
+// Figures measured on `device` are comparable with the run's: the same GPU
+// model and arch. Errors: kFailedPrecondition naming both.
+Status CheckRunDevice(const RunInfo& run, const DeviceInfo& device) {
+  std::string arch = device.cc_major > 0 ? device.Arch() : "";
+  if (!run.device_name.empty() &&
+      (DeviceIdentity(device.name) != DeviceIdentity(run.device_name) ||
+       (!run.device_arch.empty() && arch != run.device_arch))) {
+    return FailedPreconditionError(
+        "run " + std::to_string(run.id) + " was measured on " + run.device_name + " (" +
+        run.device_arch + "), but this evaluator runs on " + device.name + " (" + arch +
+        "); its figures would not be comparable: resume on the same GPU model");
+  }
+  return Status::Ok();
+}
+
+// The evaluator of RunSession::WrapDeferredEvaluator: made on the first
+// Evaluate call; until then it stands for the run's recorded device.
+class DeferredEvaluator final : public Evaluator {
+ public:
+  DeferredEvaluator(Problem problem, RunInfo run, DeviceInfo recorded,
+                    RunSession::EvaluatorFactory make,
+                    std::function<void(const Status&)> on_unavailable)
+      : problem_(std::move(problem)),
+        run_(std::move(run)),
+        recorded_(std::move(recorded)),
+        make_(std::move(make)),
+        on_unavailable_(std::move(on_unavailable)) {}
+
+  std::vector<Evaluation> Evaluate(std::span<const Candidate> candidates,
+                                   const std::atomic<bool>* cancel) override {
+    if (!inner_ && unavailable_.ok()) Make();
+    if (inner_) return inner_->Evaluate(candidates, cancel);
+    std::vector<Evaluation> out(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      out[i].candidate_id = candidates[i].id;
+      out[i].content_hash = candidates[i].ContentHash();
+      out[i].status = EvalStatus::kCancelled;
+      out[i].message = "not judged: " + unavailable_.message();
+      out[i].device = recorded_;
+    }
+    return out;
+  }
+  const Problem& problem() const override { return problem_; }
+  const DeviceInfo& device() const override { return inner_ ? inner_->device() : recorded_; }
+  std::optional<TimingStats> reference_timing() const override {
+    return inner_ ? inner_->reference_timing() : std::nullopt;
+  }
+  std::optional<TimingStats> baseline_timing() const override {
+    return inner_ ? inner_->baseline_timing() : std::nullopt;
+  }
+  Status health() const override { return inner_ ? inner_->health() : Status::Ok(); }
+
+ private:
+  void Make() {
+    StatusOr<std::unique_ptr<Evaluator>> made = make_();
+    Status why = made.ok() ? CheckRunDevice(run_, (*made)->device()) : made.status();
+    if (why.ok()) {
+      inner_ = std::move(*made);
+      return;
+    }
+    unavailable_ = why;
+    if (on_unavailable_) on_unavailable_(unavailable_);
+  }
+
+  const Problem problem_;
+  const RunInfo run_;
+  const DeviceInfo recorded_;
+  RunSession::EvaluatorFactory make_;
+  std::function<void(const Status&)> on_unavailable_;
+  // Evaluate is called one at a time (Evaluator's contract); device() and
+  // the timings are read by that same caller.
+  std::unique_ptr<Evaluator> inner_;
+  Status unavailable_;
+};
+
 }  // namespace
+
+StatusOr<std::unique_ptr<CachingEvaluator>> CachingEvaluator::Create(
+    std::unique_ptr<Evaluator> inner, Store& store, const RunInfo& run,
+    const std::vector<HistoryEntry>& known, const Options& options) {
+  KSEARCH_ASSIGN_OR_RETURN(std::unique_ptr<CachingEvaluator> made,
+                           Create(*inner, store, run, known, options));
+  made->state_->owned = std::move(inner);
+  return made;
+}
 
 StatusOr<std::unique_ptr<CachingEvaluator>> CachingEvaluator::Create(
     Evaluator& inner, Store& store, const RunInfo& run, const std::vector<HistoryEntry>& known,
@@ -129,16 +214,7 @@ StatusOr<std::unique_ptr<CachingEvaluator>> CachingEvaluator::Create(
         "…), but the evaluator judges a different problem (fingerprint " +
         fingerprint.substr(0, 12) + "…: other dims, tensors, tolerance or reference?)");
   }
-  const DeviceInfo& device = inner.device();
-  std::string arch = device.cc_major > 0 ? device.Arch() : "";
-  if (!run.device_name.empty() &&
-      (DeviceIdentity(device.name) != DeviceIdentity(run.device_name) ||
-       (!run.device_arch.empty() && arch != run.device_arch))) {
-    return FailedPreconditionError(
-        "run " + std::to_string(run.id) + " was measured on " + run.device_name + " (" +
-        run.device_arch + "), but this evaluator runs on " + device.name + " (" + arch +
-        "); its figures would not be comparable: resume on the same GPU model");
-  }
+  KSEARCH_RETURN_IF_ERROR(CheckRunDevice(run, inner.device()));
   auto state = std::make_unique<State>(inner, store);
   state->run_id = run.id;
   state->options = options;
@@ -410,6 +486,34 @@ StatusOr<std::unique_ptr<Evaluator>> RunSession::WrapEvaluator(Evaluator& inner)
   options.chunk_size = options_.evaluation_chunk_size;
   KSEARCH_ASSIGN_OR_RETURN(auto evaluator,
                            CachingEvaluator::Create(inner, store_, run_, history_.entries, options));
+  evaluator->state_->counters = counters_;
+  return std::unique_ptr<Evaluator>(std::move(evaluator));
+}
+
+StatusOr<std::unique_ptr<Evaluator>> RunSession::WrapDeferredEvaluator(
+    EvaluatorFactory make, std::function<void(const Status&)> on_unavailable) {
+  // The device of the run's stored evaluations: every figure prompts quote
+  // (SMs, waves, bandwidth) comes from it.
+  const DeviceInfo* recorded = nullptr;
+  for (const HistoryEntry& e : history_.entries) {
+    if (!e.evaluation.device.name.empty()) {
+      recorded = &e.evaluation.device;
+      break;
+    }
+  }
+  if (recorded == nullptr) {
+    return FailedPreconditionError(
+        "run " + std::to_string(run_.id) +
+        " has judged no candidate yet, so no device stands for the one it is measured on: "
+        "resume it where it can be judged");
+  }
+  KSEARCH_ASSIGN_OR_RETURN(Problem problem, this->problem());
+  auto deferred = std::make_unique<DeferredEvaluator>(std::move(problem), run_, *recorded,
+                                                      std::move(make), std::move(on_unavailable));
+  CachingEvaluator::Options options;
+  options.chunk_size = options_.evaluation_chunk_size;
+  KSEARCH_ASSIGN_OR_RETURN(auto evaluator, CachingEvaluator::Create(std::move(deferred), store_, run_,
+                                                                    history_.entries, options));
   evaluator->state_->counters = counters_;
   return std::unique_ptr<Evaluator>(std::move(evaluator));
 }

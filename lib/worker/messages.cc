@@ -37,15 +37,17 @@ boost::json::object OptionsToJson(const EvaluatorOptions& o) {
           {"compile_cache_dir", o.compile_cache_dir},
           // As a string: Boost.JSON and simdjson would both read a large
           // u64 back, but a seed is an identifier, not a quantity.
-          {"seed", std::to_string(o.seed)},
+          {"replay_input_seed", std::to_string(o.replay_input_seed)},
           {"trials_per_input_set", o.trials_per_input_set},
           {"warmup_ms", o.warmup_ms},
+          {"max_warmup_seconds", o.max_warmup_seconds},
           {"target_ci_fraction", o.target_ci_fraction},
           {"min_repetitions", o.min_repetitions},
           {"max_repetitions", o.max_repetitions},
           {"max_timing_seconds", o.max_timing_seconds},
           {"max_check_seconds", o.max_check_seconds},
           {"timing_spot_check_probability", o.timing_spot_check_probability},
+          {"timing_checked_runs", o.timing_checked_runs},
           {"device_printf_buffer_bytes", o.device_printf_buffer_bytes},
           {"max_device_output_bytes", o.max_device_output_bytes},
           {"capture_device_output", o.capture_device_output},
@@ -68,10 +70,11 @@ StatusOr<EvaluatorOptions> OptionsFromNode(const JsonNode& n) {
   KSEARCH_RETURN_IF_ERROR(
       ReadMember(n, "compile_memory_limit_bytes", &o.compile_memory_limit_bytes));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "compile_cache_dir", &o.compile_cache_dir));
-  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "seed", &seed));
-  o.seed = std::strtoull(seed.c_str(), nullptr, 10);
+  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "replay_input_seed", &seed));
+  o.replay_input_seed = std::strtoull(seed.c_str(), nullptr, 10);
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "trials_per_input_set", &o.trials_per_input_set));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "warmup_ms", &o.warmup_ms));
+  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "max_warmup_seconds", &o.max_warmup_seconds));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "target_ci_fraction", &o.target_ci_fraction));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "min_repetitions", &o.min_repetitions));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "max_repetitions", &o.max_repetitions));
@@ -79,6 +82,7 @@ StatusOr<EvaluatorOptions> OptionsFromNode(const JsonNode& n) {
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "max_check_seconds", &o.max_check_seconds));
   KSEARCH_RETURN_IF_ERROR(
       ReadMember(n, "timing_spot_check_probability", &o.timing_spot_check_probability));
+  KSEARCH_RETURN_IF_ERROR(ReadMember(n, "timing_checked_runs", &o.timing_checked_runs));
   KSEARCH_RETURN_IF_ERROR(
       ReadMember(n, "device_printf_buffer_bytes", &o.device_printf_buffer_bytes));
   KSEARCH_RETURN_IF_ERROR(ReadMember(n, "max_device_output_bytes", &o.max_device_output_bytes));

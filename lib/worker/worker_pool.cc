@@ -374,10 +374,11 @@ void WorkerPool::StartSlot(Slot& slot) {
   PublishPids();
   EvaluatorOptions options = options_.evaluator;
   options.device_ordinal = slot.gpu;
-  // A fresh process restarts its seed sequence: give each process of each
-  // GPU its own, so that no two of them judge candidates on the same inputs.
-  if (options.seed != 0) {
-    options.seed +=
+  // A fresh process restarts a replay seed's sequence: give each process of
+  // each GPU its own, so that no two of them judge candidates on the same
+  // inputs (without a replay seed every process draws its own secrets).
+  if (options.replay_input_seed != 0) {
+    options.replay_input_seed +=
         0x9e3779b97f4a7c15ull * (slot.generation * 1024 + static_cast<uint64_t>(slot.gpu));
   }
   Send(slot, Encode(InitMessage{problem_json_, options}));
@@ -569,7 +570,8 @@ void WorkerPool::OnReady(Slot& slot, ReadyMessage ready) {
       options_.evaluation_timeout_seconds > 0
           ? options_.evaluation_timeout_seconds
           : std::max(options_.evaluation_timeout_floor_seconds,
-                     10.0 * launch + 2.0 * options_.evaluator.max_timing_seconds);
+                     10.0 * launch + 2.0 * options_.evaluator.max_timing_seconds +
+                         options_.evaluator.max_warmup_seconds);
   int visible = ready.visible_devices;
   slot.ready = std::move(ready);
   slot.state = SlotState::kReady;

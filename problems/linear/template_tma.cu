@@ -34,6 +34,11 @@
 // vertically adjacent tiles, each copying a quarter of the W tile: 128 +
 // BN / 4 rows per K slice (plan: SMS 128, so that 32 clusters of four fit).
 //
+// TAIL = 1 (opt-in, not yet measured; CL = 2, EPI = 1) cuts a last round at
+// most half full into strips of BN / 2 columns, one per cluster, so that it
+// takes about half a round on twice as many SMs, with no workspace and no
+// second launch (see the Tail helpers below). The plan is the default's.
+//
 // SK = 1 (opt-in: 1% faster at prefill, slower at square on the H200) splits the last round of tiles along K when it
 // is at most half full, through fp32 partials in the workspace "ws" and a
 // second kernel, linear_tma_fixup (see Tail below). STAG > 0 (opt-in:
@@ -94,6 +99,9 @@
 #ifndef STAG
 #define STAG 0  // > 0: consumer 2 starts each tile only after consumer 1 issued STAG K slices of it
 #endif
+#ifndef TAIL
+#define TAIL 0  // 1: a last round at most 1 / CL full is cut into tiles of BN / CL columns (CL 2, EPI 1)
+#endif
 
 #define BM 128
 #define X_STAGE_BYTES (BM * 128)
@@ -117,6 +125,12 @@
 #endif
 #if STAG < 0 || STAG >= STAGES
 #error "STAG must be in 0 .. STAGES - 1"
+#endif
+#if TAIL != 0 && TAIL != 1
+#error "TAIL must be 0 or 1"
+#endif
+#if TAIL && (CL != 2 || SK || !EPI || !MC || (BN != 128 && BN != 256))
+#error "TAIL needs CL 2, SK 0, EPI 1, MC 1 and BN 128 or 256"
 #endif
 
 // CUtensorMap's layout: 128 opaque bytes, 64-byte aligned.
@@ -220,6 +234,53 @@ __device__ __forceinline__ void Wgmma(float (&d)[64], unsigned long long a, unsi
 #error "BN must be 128, 192 or 256"
 #endif
 
+#if TAIL
+// The MMA of a tail tile (BN / CL = BN / 2 columns): m64n(BN/2)k16 into the
+// first BN / 4 accumulators.
+__device__ __forceinline__ void WgmmaStrip(float (&d)[BN / 2], unsigned long long a, unsigned long long b,
+                                           int accumulate) {
+#if BN == 256
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(accumulate)
+      : "memory");
+#else
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(accumulate)
+      : "memory");
+#endif
+}
+#endif
+
 // Shared-memory matrix descriptor: K-major, 128-byte swizzle, rows of 128
 // bytes, 8-row groups 1024 bytes apart (stride byte offset); the leading byte
 // offset is unused in this layout (set to 1).
@@ -313,6 +374,35 @@ __device__ __forceinline__ void UnitOrigin(int u, int units_m, int units_n, int&
   un = in_group / rows;
 }
 
+#if TAIL
+// The tail (TAIL = 1). With C clusters and U = R * C + rem units (R >= 0,
+// 0 < rem, rem * CL <= C: a last round at most 1 / CL full), the first
+// R * C units go C to a round as before, and each of the last rem units is
+// cut into CL strips of BN / CL columns, one per cluster: strip s of unit
+// R * C + i goes to cluster i * CL + s. A strip is a 128 x BN / CL tile in
+// each CTA of its cluster, its W rows copied by rank 0 and multicast (the
+// plan's W box), so the last round takes about 1 / CL of a whole tile's
+// time on CL times as many clusters. Otherwise every unit is whole.
+__device__ __forceinline__ int TailStrips(int units, int clusters) {
+  const int rounds = units / clusters, rem = units - rounds * clusters;
+  return rem > 0 && rem * CL <= clusters ? rem * CL : 0;
+}
+
+// Item `it` of cluster c: its unit and strip (-1: the whole unit); false
+// past the cluster's last item.
+__device__ __forceinline__ bool TailItem(int it, int c, int units, int clusters, int strips, int& unit, int& strip) {
+  const int whole = strips ? units - strips / CL : units;
+  unit = c + it * clusters;
+  strip = -1;
+  if (unit < whole) return true;
+  const int first_tail = (whole - c + clusters - 1) / clusters;  // it of c's first item past the whole units
+  if (it != first_tail || c >= strips) return false;
+  unit = whole + c / CL;
+  strip = c % CL;
+  return true;
+}
+#endif
+
 #if SK
 // The split of the last round (SK = 1). With C clusters and U = R * C + rem
 // units, R >= 1 and 0 < rem <= C / 2 (a last round at most half full), the
@@ -363,6 +453,49 @@ __device__ __forceinline__ bool Item(const Tail& t, int it, int c, int clusters,
 }
 #endif
 
+
+// The K slices [k0, k1) of one item for a consumer warpgroup: wait for each
+// slice's stage, issue its four k16 MMAs (m64nBN, or the tail's
+// m64n(BN/2) when kStrip) as one group with one group left in flight, and
+// release the stage of the slice before once that one's MMAs are done.
+// `stage`, `phase` and `prev` carry the ring's position across items; with
+// STAG, consumer 0 arrives on named barrier 3 after slice stag_at.
+template <bool kStrip>
+__device__ __forceinline__ void MainLoop(float (&d)[BN / 2], int k0, int k1, int cw, int lane, unsigned base,
+                                         unsigned full0, unsigned empty0, int stag_at, int& stage,
+                                         unsigned& phase, int& prev) {
+  for (int kt = k0; kt < k1; ++kt) {
+    BarrierWait(full0 + 8 * stage, phase);
+    const unsigned a = base + stage * STAGE_BYTES + cw * 64 * 128;
+    const unsigned b = base + stage * STAGE_BYTES + X_STAGE_BYTES;
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+#if TAIL
+      if (kStrip) {
+        WgmmaStrip(d, Descriptor(a + ks * 32), Descriptor(b + ks * 32), kt > k0 || ks > 0);
+        continue;
+      }
+#endif
+      Wgmma(d, Descriptor(a + ks * 32), Descriptor(b + ks * 32), kt > k0 || ks > 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#if STAG
+    if (cw == 0 && kt == stag_at) asm volatile("bar.arrive 3, 256;" ::: "memory");
+#else
+    (void)stag_at;
+#endif
+    WaitWgmma<1>();
+    Pin(d);
+    // The previous slice's wgmma's have completed: its buffer is free.
+    if (kt > k0 && lane == 0) ReleaseStage(empty0 + 8 * prev);
+    prev = stage;
+    if (++stage == STAGES) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+}
 }  // namespace
 
 #if EPI != 0 && EPI != 1
@@ -387,7 +520,7 @@ extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(384, 1)
 // The definition spells each variant's parameters out, the default's first
 // (a source-level signature check reads the first); the declaration above
 // carries the cluster shape.
-#if EPI == 1 && SK == 0
+#if EPI == 1 && SK == 0  // TAIL 0 or 1: the same parameters
 extern "C" __global__ void __launch_bounds__(384, 1)
     linear_tma(const __grid_constant__ TensorMap x_map, const __grid_constant__ TensorMap w_map,
                const __grid_constant__ TensorMap y_map, int M, int N, int K)
@@ -426,6 +559,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   for (int it = 0;; ++it) {       \
     int u, k0, k1, slot;          \
     if (!Item(tail, it, cluster, clusters, tiles_k, u, k0, k1, slot)) break;
+#elif TAIL
+  const int strips = TailStrips(units, clusters);
+#define FOR_EACH_ITEM                                                  \
+  for (int it = 0;; ++it) {                                            \
+    int u, strip;                                                      \
+    if (!TailItem(it, cluster, units, clusters, strips, u, strip)) break; \
+    const int k0 = 0, k1 = tiles_k;
 #else
 #define FOR_EACH_ITEM                                  \
   for (int u = cluster; u < units; u += clusters) {    \
@@ -457,16 +597,27 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         int um, un;
         UnitOrigin(u, units_m, units_n, um, un);
         const int m0 = (um * CL + (int)rank) * BM, n0 = un * BN;
+#if TAIL
+        // A strip's W rows are one box, copied by rank 0 to both CTAs.
+        const unsigned item_tx = strip < 0 ? stage_tx : (unsigned)(min(BM, M) + min(WB, N)) * 128u;
+#else
+        const unsigned item_tx = stage_tx;
+#endif
         for (int kt = k0; kt < k1; ++kt) {
           BarrierWait(empty0 + 8 * stage, phase ^ 1);
           const unsigned full = full0 + 8 * stage;
           const unsigned buf = base + stage * STAGE_BYTES;
-          ArriveExpect(full, stage_tx);
+          ArriveExpect(full, item_tx);
           TmaLoad(buf, x_map, full, kt * 64, m0);
 #if SHARERS == 1
           TmaLoad(buf + X_STAGE_BYTES, w_map, full, kt * 64, n0);
 #else
-          TmaLoadMulticast(buf + X_STAGE_BYTES + rank * WB * 128, w_map, full, kt * 64, n0 + (int)rank * WB);
+#if TAIL
+          if (strip >= 0) {
+            if (rank == 0) TmaLoadMulticast(buf + X_STAGE_BYTES, w_map, full, kt * 64, n0 + strip * WB);
+          } else
+#endif
+            TmaLoadMulticast(buf + X_STAGE_BYTES + rank * WB * 128, w_map, full, kt * 64, n0 + (int)rank * WB);
 #endif
           if (++stage == STAGES) {
             stage = 0;
@@ -495,7 +646,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     FOR_EACH_ITEM
       int um, un;
       UnitOrigin(u, units_m, units_n, um, un);
+#if TAIL
+      const int m0 = (um * CL + (int)rank) * BM, n0 = un * BN + (strip < 0 ? 0 : strip * WB);
+      const int out_boxes = strip < 0 ? BN / 64 : WB / 64;
+#else
       const int m0 = (um * CL + (int)rank) * BM, n0 = un * BN;
+#endif
       int prev = 0;
 #if STAG
       // Stagger: consumer 2 starts a whole tile only once consumer 1 has
@@ -508,27 +664,19 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // two arrivals never pile up on the barrier.
       const int stag_at = (k0 == 0 && k1 == tiles_k && tiles_k >= STAGES) ? STAG - 1 : -1;
       if (cw == 1 && stag_at >= 0) asm volatile("bar.sync 3, 256;" ::: "memory");
+#define STAG_AT stag_at
+#else
+#define STAG_AT -1
 #endif
-      for (int kt = k0; kt < k1; ++kt) {
-        BarrierWait(full0 + 8 * stage, phase);
-        const unsigned a = base + stage * STAGE_BYTES + cw * 64 * 128;
-        const unsigned b = base + stage * STAGE_BYTES + X_STAGE_BYTES;
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) Wgmma(d, Descriptor(a + ks * 32), Descriptor(b + ks * 32), kt > k0 || ks > 0);
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-#if STAG
-        if (cw == 0 && kt == stag_at) asm volatile("bar.arrive 3, 256;" ::: "memory");
+#if TAIL
+      // One instruction shape per loop (a shape chosen inside the loop makes
+      // ptxas fence the accumulators around every wgmma).
+      if (strip >= 0) {
+        MainLoop<true>(d, k0, k1, cw, lane, base, full0, empty0, STAG_AT, stage, phase, prev);
+      } else
 #endif
-        WaitWgmma<1>();
-        Pin(d);
-        // The previous slice's wgmma's have completed: its buffer is free.
-        if (kt > k0 && lane == 0) ReleaseStage(empty0 + 8 * prev);
-        prev = stage;
-        if (++stage == STAGES) {
-          stage = 0;
-          phase ^= 1;
-        }
+      {
+        MainLoop<false>(d, k0, k1, cw, lane, base, full0, empty0, STAG_AT, stage, phase, prev);
       }
       WaitWgmma<0>();
       Pin(d);
@@ -561,6 +709,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // it two boxes earlier has read it (wait_group.read 1).
 #pragma unroll
       for (int b = 0; b < BN / 64; ++b, ++boxes) {
+#if TAIL
+        if (b >= out_boxes) break;  // a strip's BN / CL columns
+#endif
         const unsigned buf = out_buf + (boxes & 1) * 8192;
         if (leader) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
         asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");

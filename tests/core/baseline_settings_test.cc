@@ -107,7 +107,7 @@ TEST(BaselineSettings, ErrorsNameTheSettingAndTheValue) {
   } cases[] = {
       {"bf16", R"({"library": "cublas_hgemm"})",
        "baseline.library: unknown baseline library \"cublas_hgemm\" (known: cublas_sgemm, cublaslt_gemm, "
-       "cudnn_conv_fwd, cudnn_sdpa)"},
+       "cudnn_conv_fwd, cudnn_sdpa, cublaslt_gemm+swiglu, cublaslt_gemm+residual, cublaslt_gemm+rope)"},
       {"bf16", Replace(kLtBinding, R"("k": "hidden")", R"("kk": "hidden")"),
        "baseline.settings.kk: unknown setting for cublaslt_gemm (known: a, b, c, m, n, k"},
       {"bf16", Replace(kLtBinding, R"(, "k": "hidden")", ""),
@@ -355,6 +355,118 @@ TEST(SdpaSettings, TheTestProblemBindsItsBaseline) {
   auto wrong = p->WithDims({{"SQ", 512}});
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.status().message().find("seq_q = 512 > seq_kv = 256"), std::string::npos) << wrong.status().message();
+}
+
+// ---------------------------------------------------------------------------
+// GEMM sequences: a cuBLASLt GEMM and one elementwise launch, bound like any
+// baseline through settings.
+
+// A fused SwiGLU projection whose tensors and dims have names of their own:
+// act [tokens, hidden], wt [2 ff, hidden] (gate rows, then up rows), out
+// [tokens, ff].
+std::string SwigluJson(const std::string& baseline, const std::string& wt_rows = "2 * ff") {
+  const std::string plan = R"({"launches": [{"kernel": "k", "grid": [1, 1, 1], "block": [32, 1, 1],
+      "args": ["act", "wt", "out", "tokens:i32"]}]})";
+  return R"({"name": "swiglu_gemm", "dims": {"tokens": 16, "hidden": 64, "ff": 32},
+    "tensors": [{"name": "act", "dtype": "bf16", "shape": ["tokens", "hidden"], "role": "input"},
+                {"name": "wt", "dtype": "bf16", "shape": [")" + wt_rows + R"(", "hidden"], "role": "input"},
+                {"name": "out", "dtype": "bf16", "shape": ["tokens", "ff"], "role": "output"}],
+    "flops": 1, "bytes": 1, "tolerance": {"policy": "relaxed"},
+    "reference": {"source_text": "extern \"C\" __global__ void k() {}", "plan": )" + plan + R"(},
+    "baseline": )" + baseline + "}";
+}
+
+const char kSwigluBinding[] = R"({"library": "cublaslt_gemm+swiglu",
+    "settings": {"a": "act", "b": "wt", "c": "out", "m": "tokens", "n": "ff", "k": "hidden"}})";
+
+TEST(GemmSequenceSettings, BindTheProblemsTensorsWithAnF32IntermediateByDefault) {
+  auto p = Parse(SwigluJson(kSwigluBinding));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto b = BindBaseline(*p);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->Tensor("a"), 0);
+  EXPECT_EQ(b->Tensor("b"), 1);
+  EXPECT_EQ(b->Tensor("c"), 2);
+  EXPECT_EQ(b->Size("n"), 32);
+  EXPECT_EQ(b->Choice("intermediate"), "f32");
+  auto bf16 = Parse(SwigluJson(Replace(kSwigluBinding, R"("k": "hidden")", R"("k": "hidden", "intermediate": "bf16")")));
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  EXPECT_EQ(BindBaseline(*bf16)->Choice("intermediate"), "bf16");
+  EXPECT_NE(bf16->Fingerprint(), p->Fingerprint()) << "the intermediate type changes what the baseline computes";
+}
+
+TEST(GemmSequenceSettings, ErrorsNameTheSettingTheCountAndTheValue) {
+  const std::pair<std::string, std::string> cases[] = {
+      // The merged weight must hold the gate and the up rows.
+      {SwigluJson(kSwigluBinding, "ff"),
+       "baseline.settings.b: tensor 'wt' has 2048 elements, but the baseline reads it as 2n × k (gate rows, then up "
+       "rows) = 4096"},
+      {SwigluJson(Replace(kSwigluBinding, R"("k": "hidden")", R"("k": "hidden", "intermediate": "f16")")),
+       R"(baseline.settings.intermediate: expected one of "f32", "bf16", got "f16")"},
+      {SwigluJson(Replace(kSwigluBinding, R"("c": "out", )", "")),
+       "baseline.settings.c: missing; cublaslt_gemm+swiglu needs it (a tensor name)"},
+      {SwigluJson(Replace(kSwigluBinding, R"("c": "out")", R"("c": "out", "r": "act")")),
+       "baseline.settings.r: unknown setting for cublaslt_gemm+swiglu (known: a, b, c, m, n, k, intermediate)"},
+      {SwigluJson(Replace(kSwigluBinding, "cublaslt_gemm+swiglu", "cublaslt_gemm+residual")),
+       "baseline.settings.r: missing; cublaslt_gemm+residual needs it (a tensor name)"},
+  };
+  for (const auto& [json, expected] : cases) {
+    std::string message = ErrorOf(json);
+    EXPECT_NE(message.find(expected), std::string::npos) << "got: " << message << "\nexpected: " << expected;
+    EXPECT_NE(message.find("p.json"), std::string::npos) << "no file named: " << message;
+  }
+}
+
+TEST(GemmSequenceSettings, ARopeSequenceChecksItsHeadsAndTables) {
+  auto p = LoadProblem("linear_qkv_rope");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto b = BindBaseline(*p);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->Tensor("key"), 5);
+  EXPECT_EQ(b->Size("kv_heads"), 8);
+  auto set = [&](const std::string& key, const std::string& value) {
+    Problem q = *p;
+    for (auto& [k, v] : q.baseline.settings) {
+      if (k == key) v = value;
+    }
+    Status s = q.Validate();
+    EXPECT_FALSE(s.ok()) << key << "=" << value;
+    return s.message();
+  };
+  EXPECT_NE(set("head_dim", "127").find("baseline.settings.head_dim: 127 is odd"), std::string::npos)
+      << set("head_dim", "127");
+  EXPECT_NE(set("kv_heads", "heads").find("baseline.settings.b: tensor 'W' has 25165824 elements, but the baseline "
+                                          "reads it as (heads + 2 × kv_heads) × head_dim × k = 50331648"),
+            std::string::npos)
+      << set("kv_heads", "heads");
+  EXPECT_NE(set("cos", "X").find("baseline.settings.cos: tensor 'X' is bf16; cublaslt_gemm+rope needs f32"),
+            std::string::npos)
+      << set("cos", "X");
+  EXPECT_NE(set("value", "q").find("baseline.settings.value: tensor 'q' has 33554432 elements, but the baseline "
+                                   "reads it as m × kv_heads × head_dim = 8388608"),
+            std::string::npos)
+      << set("value", "q");
+}
+
+// The fused built-in problems are judged against their unfused sequences,
+// at every shape case.
+TEST(GemmSequenceSettings, FusedBuiltinProblemsBindTheirSequences) {
+  const std::pair<const char*, const char*> wants[] = {{"linear_swiglu", "cublaslt_gemm+swiglu"},
+                                                       {"linear_residual", "cublaslt_gemm+residual"},
+                                                       {"linear_qkv_rope", "cublaslt_gemm+rope"}};
+  for (const auto& [name, library] : wants) {
+    auto p = LoadProblem(name);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(p->baseline.library, library);
+    for (size_t c = 0; c < p->shapes.size(); ++c) {
+      auto at = p->AtCase(c);
+      ASSERT_TRUE(at.ok()) << name << ": " << at.status().ToString();
+      auto b = BindBaseline(*at);
+      ASSERT_TRUE(b.ok()) << name << ": " << b.status().ToString();
+      EXPECT_TRUE(internal::CheckBaselineShapes(*at, *b).ok()) << name << " case " << p->shapes[c].name;
+      EXPECT_EQ(b->Choice("intermediate"), "f32") << name;
+    }
+  }
 }
 
 }  // namespace

@@ -203,6 +203,51 @@ TEST(Problem, InoutLeavesExistingFingerprintsAlone) {
   EXPECT_NE(inout->Fingerprint(), p->Fingerprint());
 }
 
+// The library policy: a candidate is held to the library's own error, so a
+// problem without a library cannot use it, and its margins belong to it.
+TEST(Problem, TheLibraryPolicyNeedsALibraryAndOwnsItsMargins) {
+  std::string good = RowSoftmaxProblemJson();
+  std::string with_library = Replace(good, R"("flops":)", R"("tolerance": {"policy": "library"}, "flops":)");
+  EXPECT_NE(LoadError(with_library).find("\"library\" judges against the problem's library baseline, but the "
+                                         "problem names none"),
+            std::string::npos);
+  std::string margin_on_strict =
+      Replace(good, R"("flops":)", R"("tolerance": {"policy": "strict", "library_margin": 2}, "flops":)");
+  EXPECT_NE(LoadError(margin_on_strict).find("tolerance.library_margin: applies only to the \"library\" policy"),
+            std::string::npos);
+  std::string unknown = Replace(good, R"("flops":)", R"("tolerance": {"policy": "engine"}, "flops":)");
+  EXPECT_NE(LoadError(unknown).find("expected \"strict\", \"relaxed\" or \"library\", got \"engine\""),
+            std::string::npos);
+
+  // attention_small names cudnn_sdpa: the policy loads there, with its
+  // margins in the JSON (and so in the fingerprint), bounded.
+  auto attention = Problem::Load(KSEARCH_TEST_DATA_DIR "/../eval/data/attention_small");
+  ASSERT_TRUE(attention.ok()) << attention.status().ToString();
+  EXPECT_EQ(attention->ToJson().find("library_margin"), std::string::npos)
+      << "a strict problem's JSON (and fingerprint) must not change";
+  TempDir dir;
+  std::string json = attention->ToJson();
+  json = Replace(json, R"("policy":"strict")", R"("policy":"library","library_margin":1.5)");
+  auto library = Problem::FromJson(json, dir.path(), "library.json");
+  ASSERT_TRUE(library.ok()) << library.status().ToString();
+  EXPECT_EQ(library->tolerance.policy, TolerancePolicy::kLibrary);
+  EXPECT_EQ(library->tolerance.library_margin, 1.5);
+  EXPECT_EQ(library->tolerance.library_worst_margin, 2.0);
+  EXPECT_NE(library->Fingerprint(), attention->Fingerprint());
+  auto again = Problem::FromJson(library->ToJson(), dir.path(), "again.json");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->tolerance, library->tolerance);
+  auto too_loose = Problem::FromJson(Replace(json, R"("library_margin":1.5)", R"("library_margin":100)"),
+                                     dir.path(), "loose.json");
+  ASSERT_FALSE(too_loose.ok());
+  EXPECT_NE(too_loose.status().message().find("tolerance.library_margin: expected a multiple from 1 to 16, got 100"),
+            std::string::npos)
+      << too_loose.status().message();
+  Problem no_twin = *library;
+  no_twin.reference_fp32 = KernelSpec();
+  EXPECT_NE(no_twin.Validate().message().find("needs reference_fp32"), std::string::npos);
+}
+
 TEST(Problem, MissingFilesAreNotFound) {
   auto p = Problem::Load("/nonexistent/ksearch/problem.json");
   EXPECT_EQ(p.status().code(), StatusCode::kNotFound);

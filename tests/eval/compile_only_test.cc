@@ -126,6 +126,46 @@ TEST(CompileOnlyEvaluator, RejectsPlansNamingMissingKernelsOrTensors) {
   EXPECT_NE(e.message.find("'input' is not a tensor"), std::string::npos) << e.message;
 }
 
+// A source without the plan's kernel is an invalid plan even when it has no
+// kernel at all (an empty file, comments only): nothing could be launched.
+TEST(CompileOnlyEvaluator, ASourceWithoutTheKernelIsAnInvalidPlan) {
+  Problem problem = testing::RowSoftmaxProblem();
+  auto evaluator = CompileOnly(problem);
+  for (const char* source : {"", "// nothing here\n/* at all */\n", "__device__ float helper(float x) { return x; }\n"}) {
+    Candidate c = problem.start.ToCandidate("empty", "user");
+    c.source = source;
+    Evaluation e = EvaluateOne(*evaluator, c);
+    EXPECT_EQ(e.status, EvalStatus::kInvalidPlan) << "source: '" << source << "'\n" << e.Report();
+    EXPECT_NE(e.message.find("kernel 'row_softmax' is not an entry point"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("it has no extern \"C\" __global__ function"), std::string::npos) << e.message;
+  }
+}
+
+// Static and dynamic shared memory add up against the largest block any
+// device allows, as they do on the GPU.
+TEST(CompileOnlyEvaluator, CountsStaticSharedMemoryAgainstTheLimit) {
+  Problem problem = testing::RowSoftmaxProblem();
+  auto evaluator = CompileOnly(problem);
+  Candidate c = problem.start.ToCandidate("static_smem", "user");
+  // 40 KiB of static shared memory: allowed alone, and with 190 KiB more
+  // dynamic (allowed alone too) it passes 227 KiB.
+  const std::string marker = "extern \"C\" __global__ void row_softmax(";
+  size_t at = c.source.find(marker);
+  ASSERT_NE(at, std::string::npos);
+  c.source.insert(c.source.find('{', at) + 1,
+                  "\n  __shared__ float ks_big[10240];\n  ks_big[threadIdx.x] = 0.0f;\n  if (cols < 0) y[0] = ks_big[cols & 255];\n");
+  Evaluation fits = EvaluateOne(*evaluator, c);
+  EXPECT_EQ(fits.status, EvalStatus::kCompiled) << fits.Report();
+  ASSERT_EQ(fits.resources.size(), 1u);
+  EXPECT_GE(fits.resources[0].static_shared_bytes, 40960);
+  c.id = "static_plus_dynamic";
+  c.plan.launches[0].shared_bytes = std::to_string(190 * 1024);
+  Evaluation over = EvaluateOne(*evaluator, c);
+  EXPECT_EQ(over.status, EvalStatus::kResourceLimit) << over.Report();
+  EXPECT_NE(over.message.find("B of static and 194560 B of dynamic shared memory"), std::string::npos)
+      << over.message;
+}
+
 TEST(CompileOnlyEvaluator, ChecksTheStartingKernelsParameters) {
   Problem problem = testing::RowSoftmaxProblem();
   auto evaluator = CompileOnly(problem);

@@ -29,7 +29,7 @@ EvaluatorOptions Options() {
   o.max_timing_seconds = 0.5;
   o.warmup_ms = 5;
   o.watchdog_floor_seconds = 1.0;
-  o.seed = 11;
+  o.replay_input_seed = 11;
   return o;
 }
 

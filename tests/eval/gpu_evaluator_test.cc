@@ -21,7 +21,7 @@ EvaluatorOptions FastOptions() {
   o.max_timing_seconds = 0.3;
   o.warmup_ms = 5;
   o.watchdog_floor_seconds = 1.0;
-  o.seed = 7;
+  o.replay_input_seed = 7;
   return o;
 }
 

@@ -34,7 +34,7 @@ EvaluatorOptions Options() {
   o.max_timing_seconds = 0.3;
   o.warmup_ms = 5;
   o.watchdog_floor_seconds = 1.0;
-  o.seed = 13;
+  o.replay_input_seed = 13;
   return o;
 }
 

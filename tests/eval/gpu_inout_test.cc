@@ -51,7 +51,7 @@ class GpuInout : public ::testing::Test {
     o.max_timing_seconds = 0.3;
     o.warmup_ms = 5;
     o.watchdog_floor_seconds = 1.0;
-    o.seed = 29;
+    o.replay_input_seed = 29;
     // Every timed run is checked: a run that found a stale buffer anywhere
     // in timing would fail, not only the last.
     o.timing_spot_check_probability = 1.0;

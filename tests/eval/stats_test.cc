@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace ksearch::internal {
 namespace {
 
@@ -38,6 +40,22 @@ TEST(Stats, PairedSpeedupIsTheMedianOfPerPairRatios) {
   EXPECT_EQ(s.pairs, 5);
   EXPECT_LE(s.ci_low, s.ratio);
   EXPECT_GE(s.ci_high, s.ratio);
+}
+
+
+// Every one of the first `all` timed runs is checked; later ones less often,
+// never below the floor; and a kernel that shortcuts the later half of n
+// runs meets a check with the probability the header promises.
+TEST(Stats, TimedRunsAreAllCheckedAtFirstAndEnoughAfter) {
+  for (size_t i = 1; i <= 24; ++i) EXPECT_EQ(TimingCheckProbability(0.125, 24, i), 1.0) << i;
+  EXPECT_DOUBLE_EQ(TimingCheckProbability(0.125, 24, 48), 0.5);
+  EXPECT_DOUBLE_EQ(TimingCheckProbability(0.125, 24, 500), 0.125);
+  EXPECT_EQ(TimingCheckProbability(0.0, 0, 7), 0.0);
+  for (size_t n : {size_t{10}, size_t{50}, size_t{100}, size_t{500}}) {
+    double escape = 1.0;
+    for (size_t i = n / 2 + 1; i <= n; ++i) escape *= 1.0 - TimingCheckProbability(0.125, 24, i);
+    EXPECT_LE(escape, std::exp(-12.0)) << "n = " << n;
+  }
 }
 
 }  // namespace

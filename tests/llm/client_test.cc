@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "collector.h"
 #include "ksearch/http_llm_client.h"
 #include "ksearch/llm_recording.h"
 #include "ksearch/mock_llm_server.h"
@@ -25,6 +26,7 @@ namespace ksearch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using testing::Collector;
 
 constexpr char kKey[] = "sk-test-client-key-0123456789";
 
@@ -66,35 +68,6 @@ ChatRequest Ask(std::string text) {
   request.timeout_seconds = 5;
   return request;
 }
-
-// Collects the results of many asynchronous requests.
-class Collector {
- public:
-  LlmClient::Callback Callback() {
-    return [this](StatusOr<ChatResponse> result) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      results_.push_back(std::move(result));
-      changed_.notify_all();
-    };
-  }
-  // Waits (at most 20 s) for `n` results and returns them.
-  std::vector<StatusOr<ChatResponse>> WaitFor(size_t n) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    bool done = changed_.wait_for(lock, std::chrono::seconds(20),
-                                  [&] { return results_.size() >= n; });
-    EXPECT_TRUE(done) << "only " << results_.size() << " of " << n << " callbacks arrived";
-    return results_;
-  }
-  size_t size() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return results_.size();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<StatusOr<ChatResponse>> results_;
-};
 
 MockReply Fault(MockFault fault, int http_status = 500) {
   MockReply reply;

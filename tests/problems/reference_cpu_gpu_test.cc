@@ -12,11 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "cached_runner.h"
 #include "cuda/objects.h"
-#include "ksearch/kernel_cache.h"
-#include "ksearch/kernel_runner.h"
 #include "ksearch/problem.h"
-#include "ksearch/store.h"
 #include "test_util.h"
 
 namespace ksearch {
@@ -25,6 +23,7 @@ namespace {
 using internal::CudaContext;
 using internal::DeviceBuffer;
 using internal::Stream;
+using testing::LoadAsCached;
 using testing::TempDir;
 
 using Tensors = std::map<std::string, std::vector<float>>;
@@ -199,19 +198,7 @@ TEST_P(ReferenceAgreesWithCpu, OnSmallShapes) {
   auto ctx = CudaContext::Create(0);
   ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
   TempDir dir;
-  auto store = Store::Open(dir.path() + "/k.db");
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  KernelCache cache(**store);
-  HistoryEntry reference;
-  reference.candidate = problem->reference.ToCandidate("reference", "reference");
-  reference.evaluation.status = EvalStatus::kOk;
-  reference.evaluation.timing = TimingStats{};
-  reference.evaluation.timing->median_ms = 1.0;
-  auto put = cache.PutBest(*problem, (*ctx)->info(), reference);
-  ASSERT_TRUE(put.ok()) << put.status().ToString();
-  auto kernel = cache.Lookup(KernelCacheKey::For(*problem, (*ctx)->info()));
-  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
-  auto runner = KernelRunner::Load(*kernel, *problem);
+  auto runner = LoadAsCached(*problem, problem->reference, "reference", (*ctx)->info(), dir.path() + "/k.db");
   ASSERT_TRUE(runner.ok()) << runner.status().ToString();
 
   const internal::DriverApi& api = (*ctx)->api();

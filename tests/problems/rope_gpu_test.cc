@@ -8,15 +8,13 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
+#include "bf16_host.h"
+#include "cached_runner.h"
 #include "cuda/objects.h"
-#include "ksearch/kernel_cache.h"
-#include "ksearch/kernel_runner.h"
 #include "ksearch/problem.h"
-#include "ksearch/store.h"
 #include "test_util.h"
 
 namespace ksearch {
@@ -25,21 +23,11 @@ namespace {
 using internal::CudaContext;
 using internal::DeviceBuffer;
 using internal::Stream;
+using testing::Bf16Mismatches;
+using testing::FromBf16;
+using testing::LoadAsCached;
 using testing::TempDir;
-
-float FromBf16(uint16_t h) {
-  uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t ToBf16(float f) {  // round to nearest even (finite values)
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
+using testing::ToBf16;
 
 // x [rows_per_token * tokens, d] rotated in place with the token's cos/sin row.
 void CpuRope(std::vector<uint16_t>* x, int tokens, int rows_per_token, int d, const std::vector<float>& cos_t,
@@ -56,19 +44,6 @@ void CpuRope(std::vector<uint16_t>* x, int tokens, int rows_per_token, int d, co
       }
     }
   }
-}
-
-// Elements more than one bf16 step (of the larger magnitude) apart.
-int64_t Mismatches(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want, std::string* first) {
-  int64_t bad = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const float g = FromBf16(got[i]), w = FromBf16(want[i]);
-    const float step = std::ldexp(1.0f, std::ilogb(std::max(std::fabs(w), 1e-30f)) - 7);
-    if (!(std::fabs(g - w) <= step)) {
-      if (bad++ == 0) *first = "element " + std::to_string(i) + ": got " + std::to_string(g) + ", want " + std::to_string(w);
-    }
-  }
-  return bad;
 }
 
 class RopeOnGpu : public ::testing::TestWithParam<const char*> {};
@@ -88,18 +63,7 @@ TEST_P(RopeOnGpu, KernelRunnerRotatesTheEnginesBuffersInPlace) {
   auto ctx = CudaContext::Create(0);
   ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
   TempDir dir;
-  auto store = Store::Open(dir.path() + "/k.db");
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  KernelCache cache(**store);
-  HistoryEntry entry;
-  entry.candidate = kernel.ToCandidate(which, which);
-  entry.evaluation.status = EvalStatus::kOk;
-  entry.evaluation.timing = TimingStats{};
-  entry.evaluation.timing->median_ms = 1.0;
-  ASSERT_TRUE(cache.PutBest(*problem, (*ctx)->info(), entry).ok());
-  auto cached = cache.Lookup(KernelCacheKey::For(*problem, (*ctx)->info()));
-  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
-  auto runner = KernelRunner::Load(*cached, *problem);
+  auto runner = LoadAsCached(*problem, kernel, which, (*ctx)->info(), dir.path() + "/k.db");
   ASSERT_TRUE(runner.ok()) << runner.status().ToString();
 
   std::mt19937 rng(3);
@@ -139,8 +103,8 @@ TEST_P(RopeOnGpu, KernelRunnerRotatesTheEnginesBuffersInPlace) {
     ASSERT_EQ(api.cuMemcpyDtoH(got_q.data(), dq.ptr(), got_q.size() * 2), CUDA_SUCCESS);
     ASSERT_EQ(api.cuMemcpyDtoH(got_k.data(), dk.ptr(), got_k.size() * 2), CUDA_SUCCESS);
     std::string first;
-    EXPECT_EQ(Mismatches(got_q, q, &first), 0) << which << " q, launch " << launch << ": " << first;
-    EXPECT_EQ(Mismatches(got_k, k, &first), 0) << which << " k, launch " << launch << ": " << first;
+    EXPECT_EQ(Bf16Mismatches(got_q, q, &first), 0) << which << " q, launch " << launch << ": " << first;
+    EXPECT_EQ(Bf16Mismatches(got_k, k, &first), 0) << which << " k, launch " << launch << ": " << first;
     // Resynchronise on the GPU's values so that a one-step difference in
     // the first launch does not compound in the second.
     q = got_q;
@@ -150,7 +114,7 @@ TEST_P(RopeOnGpu, KernelRunnerRotatesTheEnginesBuffersInPlace) {
   std::vector<uint16_t> again = k;
   CpuRope(&again, tokens, kv_heads, d, cos_t, sin_t);
   std::string first;
-  EXPECT_GT(Mismatches(again, k, &first), 0);
+  EXPECT_GT(Bf16Mismatches(again, k, &first), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, RopeOnGpu, ::testing::Values("reference", "start", "template"));

@@ -52,7 +52,7 @@ WorkerPoolOptions GpuOptions() {
   o.evaluator.max_timing_seconds = 0.3;
   o.evaluator.warmup_ms = 5;
   o.evaluator.watchdog_floor_seconds = 1.0;
-  o.evaluator.seed = 7;
+  o.evaluator.replay_input_seed = 7;
   o.compile_threads = 1;  // candidates reach the GPU in batch order
   return o;
 }

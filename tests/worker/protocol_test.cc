@@ -201,14 +201,14 @@ TEST(Messages, InitCarriesASelfContainedProblemAndEveryOption) {
   InitMessage m;
   m.problem_json = testing::RowSoftmaxProblem(8, 64).ToJson();
   m.options.device_ordinal = 3;
-  m.options.seed = 0xfedcba9876543210ull;
+  m.options.replay_input_seed = 0xfedcba9876543210ull;
   m.options.max_timing_seconds = 0.25;
   m.options.flush_l2 = false;
   m.options.compile_cache_dir = "off";
   auto back = DecodeInit(Encode(m));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->options.device_ordinal, 3);
-  EXPECT_EQ(back->options.seed, m.options.seed);
+  EXPECT_EQ(back->options.replay_input_seed, m.options.replay_input_seed);
   EXPECT_EQ(back->options.max_timing_seconds, 0.25);
   EXPECT_FALSE(back->options.flush_l2);
   EXPECT_EQ(back->options.compile_cache_dir, "off");

@@ -53,7 +53,7 @@ struct EvalArgs {
   bool unsandboxed_compile = false;
   bool json = false;
   int device = 0;
-  uint64_t seed = 0;
+  uint64_t replay_input_seed = 0;
   double max_timing_seconds = 2.0;
 };
 
@@ -107,7 +107,7 @@ int RunEval(const EvalArgs& args) {
   options.arch = args.arch;
   options.compile_only = args.compile_only;
   options.compile_cache_dir = args.cache_dir;
-  options.seed = args.seed;
+  options.replay_input_seed = args.replay_input_seed;
   options.max_timing_seconds = args.max_timing_seconds;
   options.allow_unsandboxed_compile = args.unsandboxed_compile;
   WarnIfUnsandboxed(args.unsandboxed_compile);
@@ -150,7 +150,9 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--device", args.device, "CUDA device ordinal")
       ->capture_default_str()
       ->check(NonNegative());
-  cmd->add_option("--seed", args.seed, "input seed (0: from the clock)")->check(NonNegative());
+  cmd->add_option("--replay-input-seed", args.replay_input_seed,
+                  "fixed input seed, for tests and replays only: every input becomes predictable to a kernel that knows it (docs/evaluation.md, Secrets); default 0: the operating system's randomness")
+      ->check(NonNegative());
   cmd->add_option("--nvrtc-option", args.nvrtc_options, "extra NVRTC option (repeatable)");
   cmd->add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
   cmd->add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per kernel")

@@ -1,21 +1,85 @@
 // `ksearch mock-llm`: a scripted OpenAI-compatible and Anthropic server on
 // loopback, for trying a search, a prompt set or a client without a model.
-#include <csignal>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <thread>
 
+#include <boost/json.hpp>
+
 #include "cli_util.h"
 #include "commands.h"
+#include "ksearch/idea.h"
 #include "ksearch/mock_llm_server.h"
 #include "ksearch/tls_credentials.h"
+#include "stop_signals.h"
 
 namespace ksearch::cli {
+
+// `--llm mock`: a loopback server scripted from the problem itself, so the
+// whole LLM path (prompts, concurrency, parsing, judging) runs without a
+// model. Idea replies name "mock variants" (the starting kernel and points of
+// the problem's templates); branch replies return the variant the idea names,
+// shifted by the branch number so that branches differ.
+Status ScriptMockFromProblem(MockLlmServer& mock, const Problem& problem, int rounds, int branches) {
+  std::vector<Candidate> variants = {problem.start.ToCandidate("", "start")};
+  for (const TemplateSpec& t : problem.templates) {
+    variants.push_back(t.kernel.ToCandidate("", "template"));
+    for (const auto& [param, values] : t.space) {
+      for (int64_t v : values) {
+        Candidate c = t.kernel.ToCandidate("", "template");
+        c.plan.SetParam(param, v);
+        if (variants.size() < 24 && c.plan != t.kernel.plan) variants.push_back(std::move(c));
+      }
+    }
+  }
+  auto reply = [&](size_t v) {
+    const Candidate& c = variants[v % variants.size()];
+    return "Mock implementation of variant " + std::to_string(v % variants.size()) +
+           ".\n\n```cuda\n" + c.source + (c.source.ends_with("\n") ? "" : "\n") +
+           "```\n\n```json\n" + c.plan.ToJson() + "\n```\n";
+  };
+  const size_t n = variants.size();
+  // One set of ideas per round (16 with --rounds 0); rounds past the scripted
+  // ones share the last rule.
+  constexpr int kScriptedRounds = 16;
+  int scripted = rounds > 0 ? std::min(rounds, 64) : kScriptedRounds;
+  for (int r = 0; r <= scripted; ++r) {
+    boost::json::array ideas;
+    for (size_t j = 0; j < kAllIdeaCategories.size(); ++j) {
+      size_t v = (static_cast<size_t>(r) * kAllIdeaCategories.size() + j + 1) % n;
+      ideas.push_back({{"category", ToString(kAllIdeaCategories[j])},
+                       {"idea", "Try the kernel of mock variant " + std::to_string(v) + "."}});
+    }
+    MockRule rule;
+    rule.regex = r < scripted ? "# Round " + std::to_string(r) + ":" : "# Round \\d+:";
+    rule.reply.content = "```json\n" + boost::json::serialize(ideas) + "\n```\n";
+    KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
+  }
+  for (size_t v = 0; v < n; ++v) {
+    for (int b = 1; b <= std::max(1, branches); ++b) {
+      MockRule rule;
+      // Anchored on the idea being implemented: the history below it names
+      // other variants.
+      rule.regex = "implement \\([a-z_]+\\)\\s+Try the kernel of mock variant " +
+                   std::to_string(v) + "\\.[\\s\\S]*implementation " + std::to_string(b) + " of";
+      rule.reply.content = reply(v + static_cast<size_t>(b - 1));
+      KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
+    }
+  }
+  for (size_t j = 0; j < kAllIdeaCategories.size(); ++j) {
+    MockRule rule;
+    rule.contains = "Suggested focus this step: " + std::string(ToString(kAllIdeaCategories[j]));
+    rule.reply.content = reply(j + 1);
+    KSEARCH_RETURN_IF_ERROR(mock.AddRule(rule));
+  }
+  MockReply fallback;
+  fallback.content = reply(0);
+  mock.SetDefaultReply(fallback);
+  return Status::Ok();
+}
+
 namespace {
-
-volatile std::sig_atomic_t g_stop = 0;
-
-void OnStopSignal(int) { g_stop = 1; }
 
 struct MockArgs {
   std::string address = "127.0.0.1";
@@ -82,11 +146,10 @@ int ServeMock(const MockArgs& args) {
     std::cout << "  (self-signed certificate: clients must be told to trust it)\n";
   }
   std::cout << std::flush;
-  std::signal(SIGINT, OnStopSignal);
-  std::signal(SIGTERM, OnStopSignal);
-  while (g_stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  {
+    StopSignals signals;
+    while (!StopRequested().load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   MockLlmServer::Counters counters = (*server)->counters();
   (*server)->Stop();
   std::cout << "served " << counters.requests << " requests on " << counters.connections

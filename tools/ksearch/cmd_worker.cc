@@ -28,7 +28,7 @@ struct WorkerArgs {
   int max_attempts = 3;
   int64_t max_jobs = 0;
   std::string cache_dir;
-  uint64_t seed = 0;
+  uint64_t replay_input_seed = 0;
   double max_timing_seconds = 2.0;
   bool fake = false;
 };
@@ -56,7 +56,7 @@ int RunWorker(const WorkerArgs& args) {
   WorkerPoolOptions pool;
   pool.gpus = args.gpus;
   pool.evaluator.compile_cache_dir = args.cache_dir;
-  pool.evaluator.seed = args.seed;
+  pool.evaluator.replay_input_seed = args.replay_input_seed;
   pool.evaluator.max_timing_seconds = args.max_timing_seconds;
   // Fake workers are the pool's test hook (worker/pool_testing.h).
   std::vector<std::string> worker_arguments;
@@ -114,7 +114,9 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-jobs", args.max_jobs, "exit after this many jobs (0: run until stopped)");
   cmd->add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
-  cmd->add_option("--seed", args.seed, "input seed (0: from the clock)")->check(NonNegative());
+  cmd->add_option("--replay-input-seed", args.replay_input_seed,
+                  "fixed input seed, for tests and replays only: every input becomes predictable to a kernel that knows it (docs/evaluation.md, Secrets); default 0: the operating system's randomness")
+      ->check(NonNegative());
   cmd->add_option("--max-timing-seconds", args.max_timing_seconds, "cap on timing per kernel")
       ->capture_default_str()
       ->check(Positive());

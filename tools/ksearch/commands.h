@@ -34,6 +34,10 @@ enum ExitCode {
   kExitDeviceMismatch = 7,  // the run was measured on another device (GPU model, arch,
                             // queue workers' arch) than this resume judges on
   kExitRunBusy = 8,       // the run is being run by another process (two resumes)
+  kExitAwaitingReplies = 9,  // stopped to wait for replies in an exchange folder
+                             // (--exchange-wait): resumable
+  kExitAwaitingGpu = 10,  // a resume without a GPU stopped where candidates must be
+                          // judged: resumable on a GPU host
   kExitInterrupted = 130, // stopped by SIGINT (Ctrl-C): summary printed, resumable
   kExitTerminated = 143,  // stopped by SIGTERM: as SIGINT
 };
@@ -44,8 +48,10 @@ inline constexpr const char kExitCodesHelp[] =
     "(eval: rejected); 2 bad arguments or input; 3 no CUDA driver or GPU; 4 the search\n"
     "failed (internal or environment failure); 5 compile-only: kernels compiled but none\n"
     "was run; 6 the database was written by a newer ksearch; 7 resume on another device\n"
-    "than the run's; 8 the run is being run by another process; 130 interrupted by\n"
-    "SIGINT, 143 by SIGTERM (both resumable). docs/cli.md has the details.";
+    "than the run's; 8 the run is being run by another process; 9 stopped to wait for\n"
+    "replies in an exchange folder, 10 stopped where candidates need a GPU, 130\n"
+    "interrupted by SIGINT, 143 by SIGTERM (all four resumable). docs/cli.md has the\n"
+    "details.";
 
 void AddEvalCommand(CLI::App& app, int* exit_code);
 void AddProblemsCommand(CLI::App& app, int* exit_code);
@@ -54,6 +60,8 @@ void AddRunCommand(CLI::App& app, int* exit_code);
 void AddWorkerCommand(CLI::App& app, int* exit_code);
 void AddResumeCommand(CLI::App& app, int* exit_code);
 void AddMockLlmCommand(CLI::App& app, int* exit_code);
+// ksearch answer: answer an exchange folder's requests (cmd_answer.cc).
+void AddAnswerCommand(CLI::App& app, int* exit_code);
 
 // Scripts a mock model from the problem itself (`--llm mock`, `ksearch
 // mock-llm --problem`): idea replies name "mock variants" (the starting kernel

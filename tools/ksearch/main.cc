@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   AddWorkerCommand(app, &exit_code);
   AddResumeCommand(app, &exit_code);
   AddMockLlmCommand(app, &exit_code);
+  AddAnswerCommand(app, &exit_code);
   AddEvalCommand(app, &exit_code);
   AddProblemsCommand(app, &exit_code);
   AddStoreCommands(app, &exit_code);

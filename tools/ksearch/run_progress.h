@@ -1,0 +1,64 @@
+// The live progress line of `ksearch run` and `ksearch resume`.
+#ifndef KSEARCH_TOOLS_RUN_PROGRESS_H_
+#define KSEARCH_TOOLS_RUN_PROGRESS_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ksearch/exchange_llm_client.h"
+#include "ksearch/http_llm_client.h"
+#include "ksearch/searcher.h"
+
+namespace ksearch::cli {
+
+// The live progress line: rewritten in place on a terminal, one line per
+// round otherwise (logs, CI), plus one every --progress-every seconds when
+// that is set. Thread safety: the observer callbacks may come from any
+// thread; the ticker thread prints under the same mutex.
+class Progress final : public SearchObserver {
+ public:
+  // `clients` are summed on the line; `http` (may be empty) add requests in
+  // flight, retries and waits; `exchange` (may be empty) the requests
+  // waiting for replies in their folders. On a terminal a ticker thread
+  // redraws the line every second, so that the elapsed time moves while the
+  // model thinks; elsewhere it prints a line every `every_seconds` (0:
+  // never). The clients must outlive this object.
+  Progress(bool quiet, double every_seconds, std::vector<const LlmClient*> clients,
+           std::vector<const HttpLlmClient*> http,
+           std::vector<const ExchangeLlmClient*> exchange = {});
+  ~Progress() override;
+
+  ObserverAction OnRoundStart(int round, const std::vector<std::string>&) override;
+  ObserverAction OnCandidateEvaluated(const Candidate&, const Evaluation& e) override;
+  ObserverAction OnNewBest(const Candidate& c, const Evaluation& e) override;
+  ObserverAction OnRoundEnd(int) override;
+  // Stops the ticker and ends the line on a terminal.
+  void Finish();
+
+ private:
+  void StopTicker();
+  // With mutex_ held (observer callbacks and the ticker both print).
+  void PrintLocked(bool round_done, bool tick = false);
+
+  bool quiet_;
+  bool tty_;
+  std::vector<const LlmClient*> clients_;
+  std::vector<const HttpLlmClient*> http_;
+  std::vector<const ExchangeLlmClient*> exchange_;
+  std::mutex mutex_;
+  std::condition_variable tick_;
+  bool stop_ = false;
+  std::thread ticker_;
+  int round_ = 0, evaluated_ = 0, ok_ = 0, compiled_ = 0, failed_ = 0;
+  std::string best_, baseline_;
+  double best_ms_ = 0.0, speedup_ = 0.0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace ksearch::cli
+
+#endif  // KSEARCH_TOOLS_RUN_PROGRESS_H_
