@@ -128,7 +128,7 @@ std::vector<Evaluation> JudgeFusedAtSmallShapes(const FusedCase& c, const std::s
   EXPECT_TRUE(q->Validate().ok()) << q->Validate().ToString();
   EvaluatorOptions options;
   options.max_timing_seconds = 0.2;
-  options.seed = 23;
+  options.replay_input_seed = 23;
   auto evaluator = CreateLocalEvaluator(*q, options);
   EXPECT_TRUE(evaluator.ok()) << evaluator.status().ToString();
   if (!evaluator.ok()) return {};
