@@ -22,13 +22,10 @@ import torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
-PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool", "add_rmsnorm", "swiglu", "linear", "attention", "rope"]
+PROBLEMS = ["softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool", "add_rmsnorm", "swiglu", "linear", "attention",
+            "attention_engine", "rope"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-# problems/attention's timed shape cases: name, B, H, Sq, Skv (D = 128).
-ATTENTION_CASES = [("prefill", 4, 32, 2048, 2048), ("long", 1, 32, 8192, 8192),
-                   ("decode", 1, 32, 1, 4096), ("decode16", 1, 32, 16, 4096)]
 
 
 def rope_tables(tokens, head_dim, device="cuda"):
@@ -71,15 +68,21 @@ def sdpa_bottom_right(q, k, v):
     return out.transpose(1, 2)
 
 
-def attention_backends():
-    """Times PyTorch's flash and cuDNN SDPA backends at every timed case of
-    problems/attention (bf16, D = 128, the method of time_ms). A backend that
-    refuses a case is reported with its error. Also prints the largest
-    difference between the two backends' outputs, as a sanity check of the
-    mask."""
+def attention_cases(problem):
+    """The timed shape cases of an attention problem's problem.json as
+    (name, B, H, Sq, Skv)."""
+    return [(name, d["B"], d["H"], d["Sq"], d["Skv"]) for name, _, d in timed_cases(problem)]
+
+
+def attention_backends(cases=None):
+    """Times PyTorch's flash and cuDNN SDPA backends at every case of `cases`
+    ((name, B, H, Sq, Skv); default: problems/attention's timed cases), bf16,
+    D = 128, the method of time_ms. A backend that refuses a case is reported
+    with its error. Also prints the largest difference between the two
+    backends' outputs, as a sanity check of the mask."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     rows = []
-    for name, b, h, sq, skv in ATTENTION_CASES:
+    for name, b, h, sq, skv in cases or attention_cases("attention"):
         g = torch.Generator(device="cuda").manual_seed(0)
         q, k, v = (torch.randn(b, s, h, 128, device="cuda", generator=g).to(torch.bfloat16)
                    for s in (sq, skv, skv))
@@ -152,6 +155,10 @@ def make(problem, dims=None):
         return F.linear, (bf(dims["M"], dims["K"]), bf(dims["N"], dims["K"]))
     if problem == "attention":  # the nominal (prefill) case; attention_backends() times every case
         return sdpa_bottom_right, (bf(4, 2048, 32, 128), bf(4, 2048, 32, 128), bf(4, 2048, 32, 128))
+    if problem == "attention_engine":  # each case (weighted as ksearch weights them)
+        return sdpa_bottom_right, (bf(dims["B"], dims["Sq"], dims["H"], dims["D"]),
+                                   bf(dims["B"], dims["Skv"], dims["H"], dims["D"]),
+                                   bf(dims["B"], dims["Skv"], dims["H"], dims["D"]))
     if problem == "rope":
         # In place: each timed call rotates the previous call's result; real
         # tables are rotations, so the values stay in range run after run.
@@ -184,7 +191,7 @@ def time_ms(fn, args, reps=30):
 
 
 def ksearch_eval(binary, problem, kernel):
-    out = subprocess.run([binary, "eval", problem, "--kernel", kernel, "--json", "--seed", "5"],
+    out = subprocess.run([binary, "eval", problem, "--kernel", kernel, "--json"],
                          capture_output=True, text=True, timeout=300)
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])
@@ -225,8 +232,9 @@ def main():
     for p, eager, comp, base, bname, ref, start, status, roof in rows:
         ratio = f"{eager / start:.2f}×" if start else "—"
         print(f"| {p} | {fmt(eager)} | {fmt(comp)} | {fmt(base)} {bname} | {fmt(ref)} | {fmt(start)} ({status}) | {ratio} |")
-    if "attention" in args.problems:
-        attention_backends()
+    for problem in ("attention", "attention_engine"):
+        if problem in args.problems:
+            attention_backends(attention_cases(problem))
 
 
 if __name__ == "__main__":

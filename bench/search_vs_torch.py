@@ -147,8 +147,9 @@ def main():
     for r in rows:
         print("| " + " | ".join(r) + " |")
     case_table(dump)
-    if "attention" in args.problems:
-        dump["attention/torch_backends"] = yard.attention_backends()
+    for problem in ("attention", "attention_engine"):
+        if problem in args.problems:
+            dump[f"{problem}/torch_backends"] = yard.attention_backends(yard.attention_cases(problem))
     with open(args.out, "w") as f:
         json.dump(dump, f)
 
