@@ -337,6 +337,14 @@ void LocalEvaluator::JudgeCompileOnly(const Candidate& candidate, const CompileR
         e->status = EvalStatus::kInvalidPlan;
         e->message = std::move(why);
         return;
+      } else if (why = ClusterMismatch(l, resolved->launches[l], s->cluster_dims,
+                                       device_.cc_major * 10 + device_.cc_minor);
+                 !why.empty()) {
+        // The plan's cluster against the kernel's __cluster_dims__ and the
+        // arch, as on the GPU.
+        e->status = EvalStatus::kInvalidPlan;
+        e->message = std::move(why);
+        return;
       }
     }
     // No device to ask: the largest any current GPU allows per block.

@@ -229,6 +229,30 @@ TEST(CompileOnlyEvaluator, ChecksAPlansClusterAgainstTheGrid) {
   EXPECT_NE(e.message.find("above the portable limit of 8"), std::string::npos) << e.message;
 }
 
+// The kernel's own __cluster_dims__ come from the cubin: a plan that
+// contradicts them is an invalid_plan without a GPU, as on one.
+TEST(CompileOnlyEvaluator, ChecksAPlansClusterAgainstTheKernelsClusterDims) {
+  Problem problem = testing::RowSoftmaxProblem(64, 1024);
+  auto evaluator = CompileOnly(problem);
+  Candidate c = problem.start.ToCandidate("declared", "user");
+  const std::string marker = "extern \"C\" __global__ void row_softmax(";
+  ASSERT_NE(c.source.find(marker), std::string::npos);
+  c.source.replace(c.source.find(marker), marker.size(),
+                   "extern \"C\" __global__ void __cluster_dims__(2, 1, 1) row_softmax(");
+  Evaluation own = EvaluateOne(*evaluator, c);
+  EXPECT_EQ(own.status, EvalStatus::kCompiled) << own.Report();
+  auto plan = LaunchPlan::FromJson(
+      R"({"launches": [{"kernel": "row_softmax", "grid": ["rows", 1, 1], "block": [256, 1, 1],
+          "cluster": [4, 1, 1], "args": ["x", "y", "cols:i32"]}]})",
+      "contradicts");
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  c.id = "contradicts";
+  c.plan = *plan;
+  Evaluation e = EvaluateOne(*evaluator, c);
+  EXPECT_EQ(e.status, EvalStatus::kInvalidPlan) << e.Report();
+  EXPECT_NE(e.message.find("declares __cluster_dims__(2, 1, 1)"), std::string::npos) << e.message;
+}
+
 TEST(CompileOnlyEvaluator, SaysSoWhenTheCubinsParametersCannotBeRead) {
   Problem problem = testing::RowSoftmaxProblem();
   auto evaluator = CompileOnly(problem);

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "json_out.h"
 #include "ksearch/exchange_answer.h"
+#include "numeric_flags.h"
 #include "run_args.h"
 #include "run_llm.h"
 #include "stop_signals.h"
@@ -88,7 +89,7 @@ int Answer(const AnswerArgs& args) {
 
   AnswerOptions options;
   options.model = setup->model;
-  options.timeout_seconds = args.llm.llm_timeout;
+  options.timeout_seconds = args.llm.llm_timeout_seconds;
   options.max_in_flight = args.llm.max_in_flight;
   options.watch = args.watch;
   options.poll_interval_seconds = args.poll_seconds;
@@ -138,32 +139,28 @@ void AddAnswerCommand(CLI::App& app, int* exit_code) {
                   "provider's)");
   cmd->add_option("--prices", args.llm.prices,
                   "price table JSON (docs/llm.md) for costs and --budget-usd");
-  cmd->add_option("--budget-tokens", args.llm.budget_tokens,
-                  "start no request once its prompt and output limit no longer fit in this many "
-                  "tokens (this call)")
-      ->check(NonNegative());
-  cmd->add_option("--budget-usd", args.llm.budget_usd,
-                  "the same in dollars (needs --prices with the model)")
-      ->check(NonNegative());
-  cmd->add_option("--max-in-flight", args.llm.max_in_flight, "requests at once")
-      ->default_val(8)
-      ->check(Positive());
-  cmd->add_option("--llm-timeout", args.llm.llm_timeout,
-                  "seconds per attempt until the whole reply is read")
-      ->check(CLI::PositiveNumber)
+  AddNumber(*cmd, "--budget-tokens", args.llm.budget_tokens,
+            "start no request once its prompt and output limit no longer fit in this many "
+            "tokens (this call)",
+            AtLeast(0));
+  AddNumber(*cmd, "--budget-usd", args.llm.budget_usd, "the same in dollars (needs --prices with the model)",
+            AtLeast(0));
+  AddNumber(*cmd, "--max-in-flight", args.llm.max_in_flight, "requests at once", Between(1, 4096))
+      ->default_val(8);
+  AddNumber(*cmd, "--llm-timeout", args.llm.llm_timeout_seconds,
+            "seconds per attempt until the whole reply is read", PositiveUpTo(kSecondsInADay))
       ->capture_default_str();
-  cmd->add_option("--llm-attempts", args.llm.llm_attempts,
-                  "attempts per request, the first included (time-outs: at most 2)")
-      ->check(CLI::Range(1, 20))
+  AddNumber(*cmd, "--llm-attempts", args.llm.llm_attempts,
+            "attempts per request, the first included (time-outs: at most 2)", Between(1, 20))
       ->capture_default_str();
   cmd->add_option("--mock-script", args.llm.mock_script, "with --llm mock: a mock script");
   cmd->add_option("--problem", args.problem,
                   "with --llm mock and no script: script the mock from this problem");
   cmd->add_flag("--watch", args.watch,
                 "keep answering new requests as they appear, until Ctrl-C or SIGTERM");
-  cmd->add_option("--poll-seconds", args.poll_seconds, "how often the folder is looked at")
-      ->capture_default_str()
-      ->check(Positive());
+  AddNumber(*cmd, "--poll-seconds", args.poll_seconds, "how often the folder is looked at",
+            PositiveUpTo(kSecondsInAnHour))
+      ->capture_default_str();
   cmd->add_flag("--json", args.json, "print the totals as one JSON object");
   cmd->footer(
       "Each request's reply is written to DIR/replies/NAME.json (atomically; a reply already\n"
