@@ -106,7 +106,9 @@ struct ExchangeFile {
 // Requests never time out (ChatRequest::timeout_seconds is ignored): a
 // search that should stop waiting watches stats() and stops itself, and a
 // resumed search asks for the same files again. Cancel() delivers kCancelled
-// and leaves the request file in place. A bad reply file fails its request
+// and leaves the request file in place, unless the reply is in the folder
+// already: a reply that has arrived is delivered (it may be paid for, and a
+// resumed run would otherwise ask for it again). A bad reply file fails its request
 // (ReadExchangeReply's errors); so does a request file that cannot be
 // written (the OS error). A request file already there with other text
 // (edited, or written by another version) is replaced.

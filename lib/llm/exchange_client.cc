@@ -118,13 +118,13 @@ class ExchangeLlmClientImpl : public std::enable_shared_from_this<ExchangeLlmCli
     return id;
   }
 
+  // A reply already in the folder has arrived: the polling thread takes it
+  // once it has settled (within two polls) instead of cancelling it.
   void Cancel(uint64_t id) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = pending_.find(id);
     if (it == pending_.end()) return;
-    it->second.result = CancelledError("exchange: request " + it->second.name + " cancelled");
-    ready_.push_back(std::move(it->second));
-    pending_.erase(it);
+    it->second.cancelling = true;
     wake_.notify_all();
   }
 
@@ -172,6 +172,10 @@ class ExchangeLlmClientImpl : public std::enable_shared_from_this<ExchangeLlmCli
     bool written = false;
     std::optional<FileStamp> seen;  // the reply file as an earlier poll found it
     SteadyClock::time_point seen_at;
+    // Cancel() was called: the next polls still take a reply already in the
+    // folder (it has arrived, and may be paid for), else deliver kCancelled.
+    bool cancelling = false;
+    int polls_since_cancel = 0;
     StatusOr<ChatResponse> result = Status(StatusCode::kUnknown, "not set");
   };
   // Writes the request file unless the same text is there already (a
@@ -265,6 +269,9 @@ class ExchangeLlmClientImpl : public std::enable_shared_from_this<ExchangeLlmCli
       const bool done = stopping_ && pending_.empty();
       LlmClient::ExchangeObserver observer = observer_;
       for (const Job& job : deliver) {
+        // A request cancelled while it waits was neither answered nor billed:
+        // a resumed search asks for the same file again.
+        if (job.result.status().code() == StatusCode::kCancelled) continue;
         ++totals_.requests;
         if (!job.result.ok()) ++totals_.failures;
       }
@@ -290,6 +297,7 @@ class ExchangeLlmClientImpl : public std::enable_shared_from_this<ExchangeLlmCli
       probe.seen = it->second.seen;
       probe.seen_at = it->second.seen_at;
       probe.asked = it->second.asked;
+      probe.cancelling = it->second.cancelling;
     }
     std::optional<StatusOr<ChatResponse>> result;
     bool wrote = false;
@@ -311,6 +319,11 @@ class ExchangeLlmClientImpl : public std::enable_shared_from_this<ExchangeLlmCli
     it->second.written = true;
     it->second.seen = probe.seen;
     it->second.seen_at = probe.seen_at;
+    // No reply, or one still being written after two more polls: cancelled.
+    if (!result && probe.cancelling &&
+        (!probe.seen || ++it->second.polls_since_cancel > 2)) {
+      result = CancelledError("exchange: request " + probe.name + " cancelled");
+    }
     if (!result) return;
     it->second.result = std::move(*result);
     ready_.push_back(std::move(it->second));

@@ -376,7 +376,28 @@ TEST(ExchangeLlmClient, CancelLeavesTheRequestFileForALaterAnswer) {
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].status().code(), StatusCode::kCancelled);
   EXPECT_EQ(client->stats().pending, 0);
+  EXPECT_EQ(client->totals().requests, 0) << "neither answered nor billed";
+  EXPECT_EQ(client->totals().failures, 0) << "waiting is not failing";
   EXPECT_TRUE(fs::exists(dir.path() + "/requests/" + ExchangeRequestName(request) + ".json"));
+}
+
+// A search that stops (to wait for a GPU, or on Ctrl-C) cancels what it asked:
+// a reply already in the folder has arrived and is delivered, not dropped.
+TEST(ExchangeLlmClient, CancelStillDeliversAReplyAlreadyInTheFolder) {
+  TempDir dir;
+  // A long interval: the reply cannot settle before Cancel() below.
+  auto client = MakeClient(dir.path(), 1.0);
+  ChatRequest request = Ask("write a kernel");
+  Collector waiter;
+  uint64_t id = client->Complete(request, waiter.Callback());
+  ASSERT_TRUE(Eventually([&] { return client->stats().requests_written == 1; }));
+  WriteReply(dir.path(), ExchangeRequestName(request) + ".txt", "arrived in time");
+  client->Cancel(id);
+  auto results = waiter.WaitFor(1);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_TRUE(results[0].ok()) << results[0].status().ToString();
+  EXPECT_EQ(results[0]->content, "arrived in time");
+  EXPECT_EQ(client->stats().pending, 0);
 }
 
 TEST(ExchangeLlmClient, ReportsHowLongItsPendingRequestsHaveWaited) {
