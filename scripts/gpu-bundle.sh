@@ -6,14 +6,25 @@
 # toolkit (/usr/local/cuda/lib64): it is too large to carry.
 #
 #   scripts/gpu-bundle.sh [OUT_DIR]      (default: .gpu-bundle)
-# then on the GPU host, from the repository root:
+# then on the GPU host, from the root of a ksearch repository (any path):
 #   OUT_DIR/run-gpu-tests.sh
+# The tests read their data from $KSEARCH_TEST_SOURCE_DIR when set, else from
+# the repository beside the bundle, else from the current folder
+# (docs/gpu-testing.md).
+# It builds in .gpu-build (Release); KSEARCH_BUNDLE_BUILD_DIR names another
+# build folder to reuse (its build type kept), e.g. the tests' build/: the
+# host code's optimisation level does not change a kernel's time.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/.gpu-bundle}
-build=$root/.gpu-build
-"$root/scripts/install-deps.sh" >/dev/null
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKSEARCH_BUILD_EXAMPLES=ON \
+build=${KSEARCH_BUNDLE_BUILD_DIR:-$root/.gpu-build}
+build_type=Release
+if [[ -n ${KSEARCH_BUNDLE_BUILD_DIR:-} ]]; then
+  build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+  build_type=${build_type:-Release}
+fi
+"$root/scripts/install-deps.sh" --tests >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DKSEARCH_BUILD_EXAMPLES=ON \
       '-DCMAKE_BUILD_RPATH=$ORIGIN;/usr/local/cuda/lib64' >/dev/null
 # Every gpu-labelled test binary (tests/CMakeLists.txt lists them in
 # gpu-tests.txt), the CLI, the worker, the compile helper, the compiler tests
@@ -49,12 +60,24 @@ cat > "$out/run-gpu-tests.sh" <<'RUN'
 # Runs every GPU-labelled test of this bundle (run-gpu-tests.py: fatal-fault
 # tests each in a process of its own) and prints one pass/fail count.
 here=$(cd "$(dirname "$0")" && pwd)
-export KSEARCH_PROBLEMS_DIR=${KSEARCH_PROBLEMS_DIR:-$here/../problems}
 export KSEARCH_CACHE_DIR=${KSEARCH_CACHE_DIR:-/tmp/ksearch-cache}
 export KSEARCH_WORKER=${KSEARCH_WORKER:-$here/ksearch-worker}
-# The TMA tests' problem, from the repository beside the bundle (the path
-# compiled into the tests is the build machine's).
-export KSEARCH_TMA_PROBLEM_DIR=${KSEARCH_TMA_PROBLEM_DIR:-$here/../tests/eval/data/tma_tile}
+# The tests' data (problems/, tests/*/data): the repository beside the bundle
+# (the path compiled into the tests is the build machine's), else the current
+# folder when it is a ksearch repository (the bundle copied elsewhere).
+if [[ -z ${KSEARCH_TEST_SOURCE_DIR:-} ]]; then
+  if [[ -d $here/../tests/eval/data ]]; then
+    KSEARCH_TEST_SOURCE_DIR=$(cd "$here/.." && pwd)
+  elif [[ -d $PWD/tests/eval/data ]]; then
+    KSEARCH_TEST_SOURCE_DIR=$PWD
+  else
+    echo "run-gpu-tests: no ksearch repository beside the bundle or here; set KSEARCH_TEST_SOURCE_DIR" >&2
+    exit 2
+  fi
+fi
+export KSEARCH_TEST_SOURCE_DIR
+export KSEARCH_PROBLEMS_DIR=${KSEARCH_PROBLEMS_DIR:-$KSEARCH_TEST_SOURCE_DIR/problems}
+echo "run-gpu-tests: test data from $KSEARCH_TEST_SOURCE_DIR"
 # The compile confinement on this host first (its tests skip, naming the
 # reason, without Landlock), then every GPU test.
 status=0

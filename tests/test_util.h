@@ -15,6 +15,18 @@
 
 namespace ksearch::testing {
 
+// A file or folder of the source tree, for the data tests read (problems/,
+// tests/eval/data/, docs/schemas/ …): below $KSEARCH_TEST_SOURCE_DIR when it
+// is set, else below the tree the tests were built from. A GPU bundle's tests
+// run on another machine, from a repository at another path: its
+// run-gpu-tests.sh sets the variable to the repository beside the bundle
+// (docs/gpu-testing.md).
+inline std::string SourcePath(const std::string& relative) {
+  const char* env = std::getenv("KSEARCH_TEST_SOURCE_DIR");
+  const std::string root = env && *env ? env : KSEARCH_SOURCE_DIR;
+  return root + "/" + relative;
+}
+
 class TempDir {
  public:
   TempDir() {

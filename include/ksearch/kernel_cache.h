@@ -187,12 +187,16 @@ struct ExportedKernel {
   std::string cubin_path;       // DIR/NAME.cubin
   std::string header_path;      // DIR/NAME.h (GenerateKernelHeader)
   std::string evaluation_path;  // DIR/NAME.evaluation.json
+  // A compile-only run's kernel: compiled, never run, so neither checked for
+  // correctness nor timed.
+  bool never_run = false;
 };
 
 // Writes a run's kernel (source, plan, cubin, header, evaluation) into a
 // folder; NAME is the problem's name. Errors: kNotFound (no such run or
 // candidate, or the run has no correct kernel), kFailedPrecondition (no arch
-// known: give one), kInvalidArgument (it does not compile), file errors.
+// known: give one), kInvalidArgument (options.arch is not an arch, or the
+// kernel does not compile), file errors.
 [[nodiscard]] StatusOr<ExportedKernel> ExportRunKernel(Store& store, int64_t run_id,
                                                        const ExportOptions& options);
 

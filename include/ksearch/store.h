@@ -178,7 +178,9 @@ class Store {
     // Open for reading only: never creates, migrates or writes. Use it for
     // reports and listings, and for a file you may not write.
     bool read_only = false;
-    // Create the file when it does not exist (ignored when read_only).
+    // Create the file when it does not exist, and set up an empty one
+    // (ignored when read_only). false: only a ksearch database opens; a
+    // missing or empty file is kNotFound.
     bool create_if_missing = true;
     // How long a call waits for another process's lock before failing with
     // kUnavailable.

@@ -347,6 +347,10 @@ StatusOr<ExportedKernel> ExportRunKernel(Store& store, int64_t run_id, const Exp
   device.name = history.run.device_name;
   device.driver_version = history.run.driver_version;
   const std::string arch = options.arch.empty() ? history.run.device_arch : options.arch;
+  if (!options.arch.empty() && !internal::ParseArch(arch, &device.cc_major, &device.cc_minor)) {
+    return InvalidArgumentError("arch '" + arch +
+                                "' is not a GPU architecture (expected sm_XY, e.g. sm_90)");
+  }
   if (arch.empty() || !internal::ParseArch(arch, &device.cc_major, &device.cc_minor)) {
     return FailedPreconditionError(run_name + " recorded no GPU architecture; give one (e.g. sm_90)");
   }
@@ -363,6 +367,7 @@ StatusOr<ExportedKernel> ExportRunKernel(Store& store, int64_t run_id, const Exp
   const std::string base = internal::JoinPath(options.directory, Identifier(problem->name));
   ExportedKernel out;
   out.candidate_id = entry->candidate.id;
+  out.never_run = entry->evaluation.status == EvalStatus::kCompiled;
   out.source_path = base + ".cu";
   out.plan_path = base + ".plan.json";
   out.cubin_path = base + ".cubin";

@@ -3,15 +3,16 @@
 // once it is laid out); nothing is fetched, so the file can be mailed or
 // opened offline.
 #include <algorithm>
+#include <boost/json.hpp>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
-
-#include <boost/json.hpp>
 
 #include "ksearch/run_report.h"
 #include "ksearch/store.h"
@@ -73,47 +74,78 @@ struct Point {
   double value = 0.0;
 };
 
-// Inline SVG: the best speedup found in each round (dots) and the best so far
-// (line), against the baseline at 1×.
-std::string Chart(const RunHistory& h) {
+// What a per-round chart plots: one value per correct timed kernel, the
+// best of each round (dots) and the best so far (line).
+struct ChartSpec {
+  std::string id;                   // the <svg> id
+  std::string label;                // its aria-label
+  bool higher_is_better = true;     // speedup: higher; time: lower
+  std::optional<double> reference;  // a dashed line (the baseline at 1×)
+  std::string reference_title;
+  const char* tick_format = "%.2f";  // y-axis labels
+  std::string unit;                  // after each y label and value
+  std::function<std::optional<double>(const Evaluation&)> value;
+};
+
+// How long each recorded round took, for the dots' titles.
+std::map<int, double> RoundSeconds(const RunHistory& h) {
+  std::map<int, double> seconds;
+  for (const RoundRecord& r : h.rounds) {
+    if (r.ended_unix_ms > r.started_unix_ms) {
+      seconds[r.round] = static_cast<double>(r.ended_unix_ms - r.started_unix_ms) / 1000.0;
+    }
+  }
+  return seconds;
+}
+
+// Inline SVG of `spec` over the run's rounds.
+std::string Chart(const RunHistory& h, const ChartSpec& spec) {
+  auto better = [&](double a, double b) { return spec.higher_is_better ? a > b : a < b; };
   std::map<int, double> round_best;
   int last_round = 0;
   for (const RoundRecord& r : h.rounds) last_round = std::max(last_round, r.round);
   for (const HistoryEntry& e : h.entries) {
     last_round = std::max(last_round, e.candidate.provenance.round);
-    if (!e.evaluation.ok() || !e.evaluation.speedup) continue;
-    double& best = round_best[e.candidate.provenance.round];
-    best = std::max(best, e.evaluation.speedup->ratio);
+    if (!e.evaluation.ok()) continue;
+    std::optional<double> value = spec.value(e.evaluation);
+    if (!value || !std::isfinite(*value) || *value <= 0) continue;
+    auto [it, added] = round_best.emplace(e.candidate.provenance.round, *value);
+    if (!added && better(*value, it->second)) it->second = *value;
   }
   std::vector<Point> dots, line;
-  double so_far = 0.0, top = 1.0;
+  std::optional<double> so_far;
+  double top = spec.reference.value_or(0.0);
   for (int r = 0; r <= last_round; ++r) {
     auto it = round_best.find(r);
     if (it != round_best.end()) {
       dots.push_back({r, it->second});
-      so_far = std::max(so_far, it->second);
+      if (!so_far || better(it->second, *so_far)) so_far = it->second;
+      top = std::max(top, it->second);
     }
-    if (so_far > 0) line.push_back({r, so_far});
-    top = std::max(top, so_far);
+    if (so_far) line.push_back({r, *so_far});
   }
+  if (top <= 0) top = 1.0;
   top *= 1.15;
+  const std::map<int, double> took = RoundSeconds(h);
   const double width = 640, height = 280, left = 56, right = 16, above = 16, below = 40;
   const double plot_w = width - left - right, plot_h = height - above - below;
   auto x = [&](int round) {
     return left + (last_round > 0 ? plot_w * round / last_round : plot_w / 2);
   };
   auto y = [&](double value) { return above + plot_h * (1.0 - value / top); };
-  std::string svg = "<svg id=\"speedup-chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" "
-                    "height=\"280\" viewBox=\"0 0 640 280\" role=\"img\" aria-label=\"speedup of the best "
-                    "kernel per round\">\n";
+  std::string svg = "<svg id=\"" + spec.id +
+                    "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" "
+                    "height=\"280\" viewBox=\"0 0 640 280\" role=\"img\" aria-label=\"" +
+                    spec.label + "\">\n";
   svg += "<rect x=\"" + Format("%.1f", left) + "\" y=\"" + Format("%.1f", above) + "\" width=\"" +
          Format("%.1f", plot_w) + "\" height=\"" + Format("%.1f", plot_h) + "\" class=\"plot\"/>\n";
   for (int i = 0; i <= 4; ++i) {
     double value = top * i / 4;
     svg += "<line class=\"grid\" x1=\"" + Format("%.1f", left) + "\" x2=\"" + Format("%.1f", left + plot_w) +
            "\" y1=\"" + Format("%.1f", y(value)) + "\" y2=\"" + Format("%.1f", y(value)) + "\"/>";
-    svg += "<text class=\"tick\" x=\"" + Format("%.1f", left - 6) + "\" y=\"" + Format("%.1f", y(value) + 4) +
-           "\" text-anchor=\"end\">" + Format("%.2f", value) + "×</text>\n";
+    svg += "<text class=\"tick\" x=\"" + Format("%.1f", left - 6) + "\" y=\"" +
+           Format("%.1f", y(value) + 4) + "\" text-anchor=\"end\">" +
+           Format(spec.tick_format, value) + spec.unit + "</text>\n";
   }
   int step = std::max(1, (last_round + 1) / 10);
   for (int r = 0; r <= last_round; r += step) {
@@ -122,8 +154,12 @@ std::string Chart(const RunHistory& h) {
   }
   svg += "\n<text class=\"axis\" x=\"" + Format("%.1f", left + plot_w / 2) + "\" y=\"" +
          Format("%.1f", height - 6) + "\" text-anchor=\"middle\">round</text>\n";
-  svg += "<line class=\"baseline\" x1=\"" + Format("%.1f", left) + "\" x2=\"" + Format("%.1f", left + plot_w) +
-         "\" y1=\"" + Format("%.1f", y(1.0)) + "\" y2=\"" + Format("%.1f", y(1.0)) + "\"><title>baseline (1×)</title></line>\n";
+  if (spec.reference) {
+    svg += "<line class=\"baseline\" x1=\"" + Format("%.1f", left) + "\" x2=\"" +
+           Format("%.1f", left + plot_w) + "\" y1=\"" + Format("%.1f", y(*spec.reference)) +
+           "\" y2=\"" + Format("%.1f", y(*spec.reference)) + "\"><title>" + spec.reference_title +
+           "</title></line>\n";
+  }
   if (line.empty()) {
     svg += "<text class=\"empty\" x=\"" + Format("%.1f", left + plot_w / 2) + "\" y=\"" +
            Format("%.1f", above + plot_h / 2) + "\" text-anchor=\"middle\">no timed correct kernel yet</text>\n";
@@ -132,12 +168,44 @@ std::string Chart(const RunHistory& h) {
     for (const Point& p : line) points += Format("%.1f", x(p.round)) + "," + Format("%.1f", y(p.value)) + " ";
     svg += "<polyline class=\"best-so-far\" points=\"" + points + "\"/>\n";
     for (const Point& p : dots) {
+      std::string title =
+          "round " + std::to_string(p.round) + ": " + Format("%.4g", p.value) + spec.unit;
+      if (auto it = took.find(p.round); it != took.end()) {
+        title += " (the round took " + Format("%.1f", it->second) + " s)";
+      }
       svg += "<circle class=\"round-best\" cx=\"" + Format("%.1f", x(p.round)) + "\" cy=\"" +
-             Format("%.1f", y(p.value)) + "\" r=\"4\"><title>round " + std::to_string(p.round) + ": " +
-             Format("%.3f", p.value) + "×</title></circle>\n";
+             Format("%.1f", y(p.value)) + "\" r=\"4\"><title>" + title + "</title></circle>\n";
     }
   }
   return svg + "</svg>\n";
+}
+
+ChartSpec SpeedupChart() {
+  ChartSpec spec;
+  spec.id = "speedup-chart";
+  spec.label = "speedup of the best kernel per round";
+  spec.reference = 1.0;
+  spec.reference_title = "baseline (1×)";
+  spec.unit = "×";
+  spec.value = [](const Evaluation& e) -> std::optional<double> {
+    if (!e.speedup) return std::nullopt;
+    return e.speedup->ratio;
+  };
+  return spec;
+}
+
+ChartSpec TimeChart() {
+  ChartSpec spec;
+  spec.id = "time-chart";
+  spec.label = "time of the best kernel per round";
+  spec.higher_is_better = false;
+  spec.tick_format = "%.3g";
+  spec.unit = " ms";
+  spec.value = [](const Evaluation& e) -> std::optional<double> {
+    if (!e.timing) return std::nullopt;
+    return e.timing->median_ms;
+  };
+  return spec;
 }
 
 // The idea tree: a candidate's children are the ideas applied to it (each
@@ -318,10 +386,14 @@ std::string RunReportHtml(const RunHistory& h) {
   card("cost", "$" + Format("%.4f", cost));
   html += "</div>\n";
 
-  html += "<h2>Speedup of the best kernel per round</h2>\n" + Chart(h);
+  html += "<h2>Speedup of the best kernel per round</h2>\n" + Chart(h, SpeedupChart());
   html += "<p class=\"meta\">line: best so far; dots: best of each round; dashed: the baseline";
   if (best && best->evaluation.speedup) html += " (" + Escape(best->evaluation.speedup->baseline) + ")";
   html += ".</p>\n";
+  html += "<h2>Time of the best kernel per round</h2>\n" + Chart(h, TimeChart());
+  html +=
+      "<p class=\"meta\">median time in ms (lower is better); line: best so far; dots: "
+      "fastest of each round (its title says how long the round took).</p>\n";
 
   html += "<h2>Ideas and candidates</h2>\n" + Tree(h).Render();
 

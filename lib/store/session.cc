@@ -545,7 +545,9 @@ Status RunSession::Finish(const StatusOr<SearchSummary>& summary) {
   }
   Status failure = status();
   if (!failure.ok()) {
+    // The recorder stopped the search: it failed, whatever the summary says.
     end.status = RunStatus::kFailed;
+    end.termination = ToString(TerminationReason::kFailed);
     end.message = failure.ToString();
   }
   Status finished = store_.FinishRun(run_.id, end);

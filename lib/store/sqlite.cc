@@ -1,10 +1,12 @@
 #include "store/sqlite.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 namespace ksearch::internal {
 
@@ -91,6 +93,24 @@ std::string Statement::Blob(int column) const {
                      static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
 }
 
+namespace {
+
+// A new database's folder must exist and be writable, or SQLite's error reads
+// only "unable to open database file".
+Status CheckFolderWritable(const std::string& path) {
+  std::string folder = std::filesystem::path(path).parent_path().string();
+  if (folder.empty()) folder = ".";
+  if (::access(folder.c_str(), W_OK) == 0) return Status::Ok();
+  const int error = errno;
+  const std::string message = path + ": cannot create the database: the folder " + folder +
+                              (error == ENOENT ? " does not exist" : " cannot be written") + " (" +
+                              std::strerror(error) + ")";
+  if (error == ENOENT || error == ENOTDIR) return NotFoundError(message);
+  return PermissionDeniedError(message);
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
                                                    const OpenOptions& options) {
   struct stat info {};
@@ -101,6 +121,7 @@ StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
   if (!exists && (options.read_only || !options.create)) {
     return NotFoundError(path + ": no such database (a search run with --db creates it)");
   }
+  if (!exists) KSEARCH_RETURN_IF_ERROR(CheckFolderWritable(path));
   int flags = SQLITE_OPEN_NOMUTEX | (options.read_only ? SQLITE_OPEN_READONLY
                                                        : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   std::string name = path;

@@ -452,8 +452,9 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Opti
   KSEARCH_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(path, open));
   if (!options.read_only && db->IsReadOnly()) {
     return PermissionDeniedError(path +
-                                 ": the database is read-only (file permissions or a read-only "
-                                 "file system); fix the permissions, or open it read-only");
+                                 ": the database cannot be written (file permissions or a "
+                                 "read-only file system); fix the permissions or choose another "
+                                 "database");
   }
   // The first read of page 1: a file that is not SQLite fails here.
   auto first_read = db->QueryInt("PRAGMA application_id");
@@ -531,8 +532,9 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Opti
                                   id + (names.empty() ? "" : ", tables: " + names) +
                                   "); choose another file with --db");
     }
-    // An empty file (or a fresh SQLite file without tables): ours to set up.
-    if (options.read_only) {
+    // An empty file (or a fresh SQLite file without tables): ours to set up,
+    // unless the caller only opens databases that exist (a resume).
+    if (options.read_only || !options.create_if_missing) {
       return NotFoundError(path + ": an empty file, not yet a ksearch database");
     }
   }

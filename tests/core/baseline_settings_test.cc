@@ -339,7 +339,7 @@ TEST(SdpaSettings, ErrorsNameTheSettingAndTheValue) {
 
 // The GPU tests' problem binds its baseline, and so does every shape they judge it at.
 TEST(SdpaSettings, TheTestProblemBindsItsBaseline) {
-  auto p = Problem::Load(KSEARCH_SOURCE_DIR "/tests/eval/data/attention_small");
+  auto p = Problem::Load(testing::SourcePath("tests/eval/data/attention_small"));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->baseline.library, "cudnn_sdpa");
   for (const auto& dims : std::vector<std::vector<std::pair<std::string, int64_t>>>{

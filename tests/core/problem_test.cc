@@ -221,7 +221,7 @@ TEST(Problem, TheLibraryPolicyNeedsALibraryAndOwnsItsMargins) {
 
   // attention_small names cudnn_sdpa: the policy loads there, with its
   // margins in the JSON (and so in the fingerprint), bounded.
-  auto attention = Problem::Load(KSEARCH_TEST_DATA_DIR "/../eval/data/attention_small");
+  auto attention = Problem::Load(testing::SourcePath("tests/eval/data/attention_small"));
   ASSERT_TRUE(attention.ok()) << attention.status().ToString();
   EXPECT_EQ(attention->ToJson().find("library_margin"), std::string::npos)
       << "a strict problem's JSON (and fingerprint) must not change";

@@ -339,7 +339,7 @@ TEST(CompileOnlyEvaluator, ChecksThePlanAtEveryShapeCase) {
 // nothing else, a map is refused for a pointer, and the map's own values are
 // checked against the tensor before any launch.
 TEST(CompileOnlyEvaluator, ChecksTensorMapArgumentsAgainstTheKernel) {
-  auto problem = Problem::Load(KSEARCH_TEST_DATA_DIR "/data/tma_tile");
+  auto problem = Problem::Load(testing::SourcePath("tests/eval/data/tma_tile"));
   ASSERT_TRUE(problem.ok()) << problem.status().ToString();
   auto evaluator = CompileOnly(*problem);
   ASSERT_TRUE(evaluator);

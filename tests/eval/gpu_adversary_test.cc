@@ -322,7 +322,7 @@ TEST(GpuAdversaryCli, JsonOutputIsOneDocumentWhateverTheKernelPrints) {
   if (::access(cli.c_str(), X_OK) != 0) GTEST_SKIP() << "no ksearch CLI beside the test";
   if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3 to parse JSON";
   const char* problems = std::getenv("KSEARCH_PROBLEMS_DIR");
-  std::string dir = problems && *problems ? problems : std::string(KSEARCH_SOURCE_DIR) + "/problems";
+  std::string dir = problems && *problems ? problems : testing::SourcePath("problems");
   std::ifstream in(dir + "/softmax/start.cu");
   ASSERT_TRUE(in) << dir;
   std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

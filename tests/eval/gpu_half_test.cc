@@ -1,7 +1,7 @@
 // The half-precision policy (docs/evaluation.md "Half precision") against
 // kernels that cut its corners: each must be wrong_result, and the honest
 // kernel — half inputs, fp32 accumulation, one rounding — must pass. The
-// problems are test data (tests/eval/data, or $KSEARCH_HALF_PROBLEMS_DIR
+// problems are test data (tests/eval/data, below $KSEARCH_TEST_SOURCE_DIR
 // where the binary runs away from the source tree): a bf16 GEMM with the
 // cuBLASLt baseline and an fp16 row mean whose shifted input set overflows
 // fp16. GPU tests (label `gpu`); they skip without a driver.
@@ -17,13 +17,8 @@
 namespace ksearch {
 namespace {
 
-std::string HalfProblemsDir() {
-  const char* env = std::getenv("KSEARCH_HALF_PROBLEMS_DIR");
-  return env && *env ? env : KSEARCH_TEST_DATA_DIR "/data";
-}
-
 Problem LoadHalfProblem(const std::string& name) {
-  auto p = Problem::Load(HalfProblemsDir() + "/" + name);
+  auto p = Problem::Load(testing::SourcePath("tests/eval/data/" + name));
   EXPECT_TRUE(p.ok()) << p.status().ToString();
   return p.ok() ? *p : Problem();
 }

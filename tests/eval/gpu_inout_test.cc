@@ -2,8 +2,8 @@
 // get in-place work wrong: one that leaves the tensor as it found it, one
 // that applies the op twice, one that writes an input as well, and one whose
 // work depends on the data it finds (it skips values that look already
-// transformed). The problem is test data (tests/eval/data/inplace_bf16, or
-// $KSEARCH_HALF_PROBLEMS_DIR where the binary runs away from the source
+// transformed). The problem is test data (tests/eval/data/inplace_bf16,
+// below $KSEARCH_TEST_SOURCE_DIR where the binary runs away from the source
 // tree): y = y * s + b in place, with b far from y's values. GPU tests
 // (label `gpu`); they skip without a driver.
 #include <gtest/gtest.h>
@@ -17,9 +17,7 @@ namespace ksearch {
 namespace {
 
 Problem LoadInplaceProblem() {
-  const char* env = std::getenv("KSEARCH_HALF_PROBLEMS_DIR");
-  std::string dir = env && *env ? env : KSEARCH_TEST_DATA_DIR "/data";
-  auto p = Problem::Load(dir + "/inplace_bf16");
+  auto p = Problem::Load(testing::SourcePath("tests/eval/data/inplace_bf16"));
   EXPECT_TRUE(p.ok()) << p.status().ToString();
   return p.ok() ? *p : Problem();
 }

@@ -17,10 +17,7 @@
 namespace ksearch {
 namespace {
 
-std::string DataDir() {
-  const char* env = std::getenv("KSEARCH_HALF_PROBLEMS_DIR");
-  return env && *env ? env : KSEARCH_TEST_DATA_DIR "/eval/data";
-}
+std::string DataDir() { return testing::SourcePath("tests/eval/data"); }
 
 // attention_small under `policy`, with the strict defaults (the test problem
 // itself loosens them so that cuDNN passes its strict check).

@@ -2,7 +2,7 @@
 // cuDNN's fused attention against a host fp64 reference at each mask
 // (bottom-right with seq_q = seq_kv and seq_q < seq_kv, top-left, none; bf16
 // and fp16), the judge with it as the baseline of the test problem
-// tests/eval/data/attention_small (or $KSEARCH_HALF_PROBLEMS_DIR where the
+// tests/eval/data/attention_small (below $KSEARCH_TEST_SOURCE_DIR where the
 // binary runs away from the source tree), and its time at two large shapes
 // (figures only, no assertion on time). GPU tests (label `gpu`); they skip
 // without a driver, and without libcudnn.so.9.
@@ -31,10 +31,7 @@ using internal::DeviceBuffer;
 using internal::Event;
 using internal::Stream;
 
-std::string DataDir() {
-  const char* env = std::getenv("KSEARCH_HALF_PROBLEMS_DIR");
-  return env && *env ? env : KSEARCH_TEST_DATA_DIR "/data";
-}
+std::string DataDir() { return testing::SourcePath("tests/eval/data"); }
 
 // One configuration of the test problem.
 struct Config {

@@ -15,10 +15,7 @@
 namespace ksearch {
 namespace {
 
-std::string TmaProblemDir() {
-  const char* env = std::getenv("KSEARCH_TMA_PROBLEM_DIR");
-  return env && *env ? env : KSEARCH_TEST_DATA_DIR "/data/tma_tile";
-}
+std::string TmaProblemDir() { return testing::SourcePath("tests/eval/data/tma_tile"); }
 
 class GpuTensorMap : public ::testing::Test {
  protected:

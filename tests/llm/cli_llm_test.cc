@@ -138,7 +138,7 @@ TEST(CliLlm, ALogShowsProgressWhileARequestIsOutstandingByDefault) {
   text = ReadFile(log);
   // Off a terminal nothing else prints the line during round 0: the round's
   // own line comes at its end.
-  EXPECT_NE(text.find("round 0 | evaluated 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("round 1 of 2 | evaluated 1"), std::string::npos) << text;
   EXPECT_NE(text.find("| LLM 1 in flight"), std::string::npos) << text;
   EXPECT_EQ(code, 143) << text;
   std::remove(log.c_str());

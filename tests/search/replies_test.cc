@@ -15,7 +15,7 @@ namespace ksearch {
 namespace {
 
 std::string Reply(const std::string& name) {
-  std::ifstream in(std::string(KSEARCH_SOURCE_DIR) + "/tests/llm/replies/" + name);
+  std::ifstream in(testing::SourcePath("tests/llm/replies/" + name));
   std::stringstream text;
   text << in.rdbuf();
   return text.str();

@@ -20,6 +20,7 @@
 
 #include "cli_test_util.h"
 #include "ksearch/store.h"
+#include "store_test_util.h"
 #include "test_util.h"
 
 namespace ksearch {
@@ -33,7 +34,7 @@ using testing::TempDir;
 using testing::Wait;
 
 const std::string kCli = KSEARCH_CLI_PATH;
-const std::string kSchemas = std::string(KSEARCH_SOURCE_DIR) + "/docs/schemas/";
+const std::string kSchemas = testing::SourcePath("docs/schemas/");
 
 // The exit codes of docs/cli.md.
 constexpr int kOk = 0, kRejected = 1, kUsage = 2, kCompiledOnly = 5, kNewerDatabase = 6,
@@ -386,6 +387,25 @@ TEST(CliContract, JsonOutputHasWhatTheSchemasRequire) {
   ASSERT_EQ(Shell(kCli + " eval softmax --kernel start --compile-only --arch sm_90 --cache-dir off"
                   " --json", &out), kCompiledOnly) << out;
   EXPECT_EQ(ValidateAgainst("evaluation.json", LastJson(out)), "") << out;
+  out.clear();
+  ASSERT_EQ(Shell("{ " + kCli + " export 1 --json --out " + dir.path() + "/k --db " + db +
+                      " 2>/dev/null; }",
+                  &out),
+            kOk)
+      << out;
+  EXPECT_EQ(ValidateAgainst("export.json", LastJson(out)), "") << out;
+  for (const char* problem : {"softmax", "linear", "attention"}) {
+    out.clear();
+    ASSERT_EQ(Shell(kCli + " problems show " + problem + " --json", &out), kOk) << out;
+    EXPECT_EQ(ValidateAgainst("problem.json", LastJson(out)), "") << problem;
+  }
+  const std::string judged = dir.path() + "/judged.db";
+  testing::RecordACorrectKernel(judged, "");
+  out.clear();
+  ASSERT_EQ(Shell(kCli + " best row_softmax --json --db " + judged, &out), kOk) << out;
+  ASSERT_TRUE(LastJson(out).is_array()) << out;
+  EXPECT_EQ(LastJson(out).as_array().size(), 1u) << out;
+  EXPECT_EQ(ValidateAgainst("best.json", LastJson(out)), "") << out;
   // The check can fail: a document without a required field.
   boost::json::object broken = run.as_object();
   broken.erase("time");

@@ -24,6 +24,7 @@ using internal::CudaContext;
 using internal::DeviceBuffer;
 using internal::Stream;
 using testing::RowSoftmaxProblem;
+using testing::SourcePath;
 using testing::TempDir;
 
 std::vector<float> Softmax(const std::vector<float>& x, int rows, int cols) {
@@ -240,8 +241,7 @@ TEST_F(KernelRunnerTest, TheExportedHeaderLaunchesTheKernel) {
 // encodes the same map and computes the same answer.
 TEST(KernelRunnerTensorMap, LaunchesATmaPlanOverTheCallersBuffers) {
   KSEARCH_REQUIRE_GPU();
-  const char* env = std::getenv("KSEARCH_TMA_PROBLEM_DIR");
-  auto problem = Problem::Load(env && *env ? env : KSEARCH_SOURCE_DIR "/tests/eval/data/tma_tile");
+  auto problem = Problem::Load(SourcePath("tests/eval/data/tma_tile"));
   ASSERT_TRUE(problem.ok()) << problem.status().ToString();
   auto ctx = CudaContext::Create(0);
   ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();

@@ -66,6 +66,17 @@ TEST(Report, IsOneSelfContainedPageWithEverySection) {
   std::string html = RunReportHtml(history);
   EXPECT_NE(html.find("<svg id=\"speedup-chart\""), std::string::npos);
   EXPECT_NE(html.find("<polyline class=\"best-so-far\""), std::string::npos);
+  // Time per round too: the fastest kernel of each round in ms, and how
+  // long the round took.
+  const size_t time_chart = html.find("<svg id=\"time-chart\"");
+  ASSERT_NE(time_chart, std::string::npos);
+  const std::string time_svg =
+      html.substr(time_chart, html.find("</svg>", time_chart) - time_chart);
+  EXPECT_NE(time_svg.find("<polyline class=\"best-so-far\""), std::string::npos) << time_svg;
+  EXPECT_TRUE(std::regex_search(
+      time_svg,
+      std::regex(R"(<title>round 0: [0-9.e+-]+ ms \(the round took [0-9.]+ s\)</title>)")))
+      << time_svg;
   EXPECT_NE(html.find("<ul id=\"idea-tree\""), std::string::npos);
   EXPECT_NE(html.find("class=\"idea\""), std::string::npos);
   EXPECT_NE(html.find("id=\"status-counts\""), std::string::npos);

@@ -25,6 +25,7 @@ namespace {
 using testing::FakeDevice;
 using testing::FakeVerdict;
 using testing::RowSoftmaxProblem;
+using testing::SourcePath;
 using testing::TempDir;
 
 Candidate MakeCandidate(const Problem& problem, int index, std::string idea_id = "") {
@@ -339,7 +340,7 @@ TEST(EvaluationJson, RoundTripsEveryField) {
 TEST(Store, OpensAndShowsADatabaseWrittenBeforeTheOneCodec) {
   TempDir dir;
   const std::string path = dir.path() + "/old.db";
-  auto fixture = internal::ReadFile(std::string(KSEARCH_TEST_DATA_DIR) + "/data/main-7416fce.db",
+  auto fixture = internal::ReadFile(SourcePath("tests/store/data/main-7416fce.db"),
                                     1 << 24);
   ASSERT_TRUE(fixture.ok()) << fixture.status().ToString();
   ASSERT_TRUE(internal::WriteFileAtomically(path, *fixture).ok());

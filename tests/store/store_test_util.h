@@ -25,6 +25,7 @@
 #include "ksearch/evaluator.h"
 #include "ksearch/llm_client.h"
 #include "ksearch/searcher.h"
+#include "ksearch/store.h"
 #include "test_util.h"
 
 namespace ksearch::testing {
@@ -369,6 +370,33 @@ class ToyLlmSearch final : public Searcher {
   LlmClient& llm_;
   int rounds_, ideas_, branches_;
 };
+
+// A run whose best kernel is correct (a fake GPU verdict: there is no GPU
+// here), recorded in `db`; its source ends with `marker`.
+inline void RecordACorrectKernel(const std::string& db, const std::string& marker) {
+  auto store = Store::Open(db);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  Problem problem = RowSoftmaxProblem(64, 256);
+  NewRun spec;
+  spec.problem = &problem;
+  spec.strategy = "tune";
+  spec.device = FakeDevice();
+  auto run = (*store)->CreateRun(spec);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  Candidate candidate = problem.start.ToCandidate("c0", "start");
+  candidate.source += marker;
+  Evaluation verdict;
+  verdict.candidate_id = candidate.id;
+  verdict.content_hash = candidate.ContentHash();
+  verdict.device = spec.device;
+  verdict.status = EvalStatus::kOk;
+  TimingStats timing;
+  timing.median_ms = 0.25;
+  verdict.timing = timing;
+  ASSERT_TRUE((*store)->RecordEvaluation(run->id, candidate, verdict).ok());
+  ASSERT_TRUE((*store)->RecordBest(run->id, candidate.id).ok());
+  ASSERT_TRUE((*store)->FinishRun(run->id, RunEnd{}).ok());
+}
 
 }  // namespace ksearch::testing
 

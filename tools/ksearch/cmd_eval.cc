@@ -8,36 +8,6 @@
 
 namespace ksearch::cli {
 
-StatusOr<std::vector<std::pair<std::string, int64_t>>> ParseDims(const std::string& text) {
-  std::vector<std::pair<std::string, int64_t>> out;
-  std::stringstream parts(text);
-  std::string part;
-  while (std::getline(parts, part, ',')) {
-    auto eq = part.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return InvalidArgumentError("--dims: expected NAME=VALUE[,NAME=VALUE…], got '" + part + "'");
-    }
-    try {
-      size_t used = 0;
-      long long v = std::stoll(part.substr(eq + 1), &used);
-      if (used != part.size() - eq - 1) throw std::invalid_argument("trailing text");
-      out.emplace_back(part.substr(0, eq), v);
-    } catch (const std::exception&) {
-      return InvalidArgumentError("--dims: '" + part.substr(eq + 1) + "' is not an integer (in '" + part + "')");
-    }
-  }
-  return out;
-}
-
-StatusOr<Problem> LoadWithDims(const std::string& name, const std::string& dims) {
-  KSEARCH_ASSIGN_OR_RETURN(Problem problem, LoadProblem(name));
-  if (dims.empty()) return problem;
-  KSEARCH_ASSIGN_OR_RETURN(auto overrides, ParseDims(dims));
-  auto resized = problem.WithDims(overrides);
-  if (!resized.ok()) return resized.status().WithContext("--dims");
-  return resized;
-}
-
 namespace {
 
 struct EvalArgs {
@@ -57,14 +27,6 @@ struct EvalArgs {
   double max_timing_seconds = 2.0;
 };
 
-StatusOr<std::string> ReadText(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError(std::string(flag) + ": cannot read '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 int RunEval(const EvalArgs& args) {
   auto problem = LoadWithDims(args.problem, args.dims);
   if (!problem.ok()) return ReportError(problem.status());
@@ -73,9 +35,9 @@ int RunEval(const EvalArgs& args) {
     if (args.source.empty() || args.plan.empty()) {
       return ReportError(InvalidArgumentError("--source and --plan go together"));
     }
-    auto source = ReadText(args.source, "--source");
+    auto source = ReadInputFile(args.source, "--source");
     if (!source.ok()) return ReportError(source.status());
-    auto plan_text = ReadText(args.plan, "--plan");
+    auto plan_text = ReadInputFile(args.plan, "--plan");
     if (!plan_text.ok()) return ReportError(plan_text.status());
     auto plan = LaunchPlan::FromJson(*plan_text, args.plan);
     if (!plan.ok()) return ReportError(plan.status());
@@ -137,22 +99,25 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   static EvalArgs args;
   auto* cmd = app.add_subcommand("eval", "Judge one kernel against a problem: compile, check, time");
   cmd->add_option("PROBLEM", args.problem, "built-in name (see 'ksearch problems') or path")->required();
-  cmd->add_option("--source", args.source, "CUDA source of the kernel (device code only)");
-  cmd->add_option("--plan", args.plan, "launch plan JSON for the kernel");
+  auto* source =
+      cmd->add_option("--source", args.source, "CUDA source of the kernel (device code only)");
+  auto* plan = cmd->add_option("--plan", args.plan, "launch plan JSON for the kernel");
   cmd->add_option("--kernel", args.kernel,
                   "without --source: judge one of the problem's own kernels: start, reference, "
                   "reference_fp32 or template:NAME")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(source)
+      ->excludes(plan);
   cmd->add_option("--dims", args.dims, "override problem dims, e.g. rows=256,cols=1024");
   cmd->add_flag("--compile-only", args.compile_only,
                 "compile and check the plan without a GPU (needs --arch)");
-  cmd->add_option("--arch", args.arch, "compile target, e.g. sm_90 (default: the GPU's)");
+  AddArchOption(*cmd, args.arch, "compile target, e.g. sm_90 (default: the GPU's)");
   AddNumber(*cmd, "--device", args.device, "CUDA device ordinal", Between(0, kMaxGpuOrdinal))
       ->capture_default_str();
   AddNumber(*cmd, "--replay-input-seed", args.replay_input_seed,
             "fixed input seed, for tests and replays only: every input becomes predictable to a kernel that knows it (docs/evaluation.md, Secrets); default 0: the operating system's randomness", AtLeast(0));
   cmd->add_option("--nvrtc-option", args.nvrtc_options, "extra NVRTC option (repeatable)");
-  cmd->add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
+  AddCacheDirOption(*cmd, args.cache_dir);
   AddNumber(*cmd, "--max-timing-seconds", args.max_timing_seconds, "cap on timing per kernel",
             PositiveUpTo(kSecondsInAnHour))
       ->capture_default_str();

@@ -122,7 +122,10 @@ int ServeMock(const MockArgs& args) {
   auto server = MockLlmServer::Start(std::move(options));
   if (!server.ok()) return ReportError(server.status());
   if (!args.script.empty()) {
-    if (Status loaded = (*server)->LoadScript(args.script); !loaded.ok()) return ReportError(loaded);
+    auto script = ReadInputFile(args.script, "--script");
+    if (!script.ok()) return ReportError(script.status());
+    Status loaded = (*server)->LoadScriptJson(*script).WithContext(args.script);
+    if (!loaded.ok()) return ReportError(loaded);
   } else {
     auto problem = LoadWithDims(args.problem, "");
     if (!problem.ok()) return ReportError(problem.status());

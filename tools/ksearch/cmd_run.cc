@@ -1,6 +1,8 @@
 // `ksearch run` and `ksearch resume`: the order of a search's steps. The
 // flags are in run_args.h, the model in run_llm.h, the progress line in
 // run_progress.h and the summary in run_output.h.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -100,9 +102,8 @@ Status RequireLocalGpu(const RunArgs& args, const std::string& advice) {
   return FailedPreconditionError(why + "; " + advice);
 }
 
-
-// The searcher --strategy names, bounded by the budget flags.
-std::unique_ptr<Searcher> MakeSearcher(const RunArgs& args) {
+// The search's shape (--seeds, --ideas, …) and its budgets.
+SearchOptions MakeSearchOptions(const RunArgs& args) {
   SearchOptions options;
   options.seed = args.seed;
   options.seeds = args.seeds;
@@ -116,6 +117,11 @@ std::unique_ptr<Searcher> MakeSearcher(const RunArgs& args) {
   options.budget.max_wall_seconds = args.budget_minutes * 60.0;
   options.budget.max_gpu_seconds = args.budget_gpu_minutes * 60.0;
   options.budget.target_speedup = args.target_speedup;
+  return options;
+}
+
+// The searcher --strategy names.
+std::unique_ptr<Searcher> MakeSearcher(const RunArgs& args, const SearchOptions& options) {
   if (args.strategy == "branch") return MakeParallelBranchSearch(options);
   if (args.strategy == "refine") {
     SequentialRefineOptions refine;
@@ -128,12 +134,13 @@ std::unique_ptr<Searcher> MakeSearcher(const RunArgs& args) {
   return MakeParameterTuneSearch(options, tune);
 }
 
-// The search itself, with SIGINT and SIGTERM turned into a graceful stop:
-// work in flight is finished or cancelled, everything is recorded, the
-// summary printed.
+// The search itself, with SIGINT and SIGTERM turned into a graceful stop.
+// The handlers stay until the process exits: a signal while the summary is
+// printed or the run recorded must not end the process half-way.
 StatusOr<SearchSummary> RunSearcher(Searcher& searcher, SearchContext& context) {
   context.cancel = &StopRequested();
-  StopSignals signals;
+  InstallStopSignals(
+      "\nksearch: stopping: work in flight is finished or cancelled, then the run is recorded\n");
   return searcher.Run(context);
 }
 
@@ -204,6 +211,24 @@ void PrintRecorded(const SearchSummary& summary, const RunSession& session, cons
     std::cerr << ", continue with 'ksearch resume " << session.run_id() << "'";
   }
   std::cerr << "\n";
+}
+
+// A search whose run could not be recorded (a full disk, a database that
+// became unwritable): the recorder stopped it, so the summary says why
+// instead of "stopped by an observer", nothing is cached, and the exit code
+// is that of the write error (4), not the search's.
+int ReportUnrecorded(const RunArgs& args, const Problem& problem, SearchSummary summary,
+                     int64_t run_id, const Status& error) {
+  if (summary.termination == TerminationReason::kStoppedByObserver) {
+    summary.termination = TerminationReason::kFailed;
+    summary.error = error;
+  }
+  if (args.json) {
+    PrintSummaryJson(summary, problem, run_id, SplitTime(summary, {}, false));
+  } else {
+    std::cout << summary.FullReport();
+  }
+  return ReportError(error, kExitFailure);
 }
 
 // The exit code of a finished search (docs/cli.md).
@@ -290,9 +315,11 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator* inner, Store*
   }
   std::unique_ptr<Evaluator> watched = watch.Watch(recorded ? *recorded : *inner);
   Evaluator& evaluator = *watched;
-  std::unique_ptr<Searcher> searcher = MakeSearcher(args);
+  const SearchOptions options = MakeSearchOptions(args);
+  std::unique_ptr<Searcher> searcher = MakeSearcher(args, options);
   Progress progress(args.json, args.progress_every_seconds.value_or(kDefaultProgressSeconds),
-                    generators->clients(), generators->http_clients(), generators->exchange_clients());
+                    options.budget, generators->clients(), generators->http_clients(),
+                    generators->exchange_clients());
   SearchContext context;
   context.problem = &problem;
   context.evaluator = &evaluator;
@@ -306,6 +333,9 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator* inner, Store*
   progress.Finish();
   Status recorded_status = session ? session->Finish(summary) : Status::Ok();
   if (!summary.ok()) return ReportError(summary.status());
+  if (!recorded_status.ok()) {
+    return ReportUnrecorded(args, problem, *summary, session->run_id(), recorded_status);
+  }
   if (store) CacheBest(args, problem, *summary, evaluator, *store, session->run_id());
   const bool any_llm = !generators->clients().empty();
   std::vector<LlmExchange> exchanges;
@@ -319,7 +349,6 @@ int Search(const RunArgs& args, const Problem& problem, Evaluator* inner, Store*
   }
   PrintWaitReason(watch, *generators, session);
   if (session) PrintRecorded(*summary, *session, *store);
-  if (!recorded_status.ok()) return ReportError(recorded_status);
   return ExitCodeFor(*summary, watch);
 }
 
@@ -347,8 +376,7 @@ std::vector<std::string> RecordedArguments(const std::vector<std::string>& extra
       continue;
     }
     if (a.starts_with("--db=") || a.starts_with("--gpus=") || a.starts_with("--device=") ||
-        a.starts_with("--queue=") ||
-        a == "--in-process" || a == "--no-db") {
+        a.starts_with("--queue=") || a == "--in-process" || a == "--no-db" || a == "--json") {
       continue;
     }
     out.push_back(a);
@@ -385,8 +413,9 @@ int RunSearch(const RunArgs& given) {
   if (!args.no_db) {
     auto opened = Store::Open(DbPath(args));
     if (!opened.ok()) {
-      return ReportStoreError(Status(opened.status().code(),
-                                     opened.status().message() + " (or run with --no-db)"));
+      return ReportStoreError(
+          Status(opened.status().code(), opened.status().message() + " (or run with --no-db)"),
+          /*for_writing=*/true);
     }
     store = std::move(*opened);
   }
@@ -433,7 +462,7 @@ int ResumeSearch(const RunArgs& given) {
   Store::Options open;
   open.create_if_missing = false;
   auto store = Store::Open(DbPath(given), open);
-  if (!store.ok()) return ReportStoreError(store.status());
+  if (!store.ok()) return ReportStoreError(store.status(), /*for_writing=*/true);
   // Everything that can be checked is checked before the run is claimed, so
   // that a resume which cannot start leaves the run as it was.
   auto found = (*store)->FindRun(given.resume);
@@ -468,7 +497,7 @@ int ResumeSearch(const RunArgs& given) {
   args.in_process = given.in_process;
   args.queue = given.queue;
   if (!given.queue_run.empty()) args.queue_run = given.queue_run;
-  if (given.json) args.json = true;
+  args.json = given.json;  // how to print is this session's choice, not the run's
   if (!given.exchange_folder.empty()) SetExchangeFolder(args, given.exchange_folder);
   // How this session reports itself; not recorded with the run.
   if (given.progress_every_seconds) args.progress_every_seconds = given.progress_every_seconds;
@@ -524,11 +553,13 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("run", "Search for a faster kernel for a problem");
   AddRunOptions(*cmd, args);
   AddSelectionOptions(*cmd, args);
-  cmd->add_flag("--no-db", args.no_db, "do not record the run (it cannot be resumed)");
+  auto* no_db =
+      cmd->add_flag("--no-db", args.no_db, "do not record the run (it cannot be resumed)");
   AddNumber(*cmd, "--resume", args.resume,
             "continue run RUN of the database with its recorded problem and flags (as "
             "'ksearch resume RUN')",
-            AtLeast(1));
+            AtLeast(1))
+      ->excludes(no_db);
   cmd->footer(
       "Every run is recorded in the database (--db): a run stopped by Ctrl-C, a crash or\n"
       "SIGKILL continues with 'ksearch resume RUN' without judging a finished kernel or\n"

@@ -65,6 +65,7 @@ struct StoreArgs {
   std::string html;
   int limit = 20;
   bool json = false;
+  bool source = false;  // show, best: print only the best kernel's source
 };
 
 void AddDbOption(CLI::App* cmd, StoreArgs& args) {
@@ -105,7 +106,7 @@ int ListCommand(const StoreArgs& args) {
   }
   for (const RunInfo& run : *runs) {
     if (run.LooksAbandoned()) {
-      std::printf("run %lld stopped without finishing; 'ksearch run --resume %lld' continues it\n",
+      std::printf("run %lld stopped without finishing; 'ksearch resume %lld' continues it\n",
                   static_cast<long long>(run.id), static_cast<long long>(run.id));
     }
   }
@@ -122,6 +123,19 @@ StatusOr<RunHistory> LoadRun(const StoreArgs& args) {
 int ShowCommand(const StoreArgs& args) {
   auto history = LoadRun(args);
   if (!history.ok()) return Fail(history.status());
+  if (args.source) {
+    const HistoryEntry* best = history->Best();
+    if (!best) {
+      std::cerr << "ksearch: run " << history->run.id << " has no best kernel\n";
+      return kExitRejected;
+    }
+    if (!best->evaluation.correct()) {
+      std::cerr << "ksearch: note: " << best->candidate.id
+                << " was only compiled (compile-only): never run, neither checked nor timed\n";
+    }
+    std::cout << best->candidate.source;
+    return kExitOk;
+  }
   if (args.json) {
     std::cout << history->SummaryJson() << "\n";
     return kExitOk;
@@ -168,7 +182,7 @@ int ShowCommand(const StoreArgs& args) {
     std::cout << "no correct kernel\n";
   }
   if (run.LooksAbandoned()) {
-    std::printf("this run stopped without finishing; 'ksearch run --resume %lld' continues it\n",
+    std::printf("this run stopped without finishing; 'ksearch resume %lld' continues it\n",
                 static_cast<long long>(run.id));
   }
   return kExitOk;
@@ -190,6 +204,15 @@ int BestCommand(const StoreArgs& args) {
   if (best->empty() && !fingerprint.empty()) {
     best = (*store)->BestForProblem(args.problem, args.limit);
     if (!best.ok()) return Fail(best.status());
+  }
+  if (args.source) {
+    if (best->empty()) {
+      std::cerr << "ksearch: no correct kernel for '" << args.problem << "' in " << (*store)->path()
+                << "\n";
+      return kExitRejected;
+    }
+    std::cout << best->front().best.candidate.source;
+    return kExitOk;
   }
   if (args.json) {
     boost::json::array out;
@@ -238,13 +261,21 @@ int ExportCommand(const StoreArgs& args) {
   options.compile_cache_dir = args.cache_dir;
   auto exported = ExportRunKernel(**store, *id, options);
   if (!exported.ok()) return Fail(exported.status());
+  if (exported->never_run) {
+    std::cerr << "ksearch: warning: candidate " << exported->candidate_id << " of run " << *id
+              << " was only compiled (a compile-only run): it was never run, so it is neither "
+                 "checked for correctness nor timed; judge it on a GPU with 'ksearch eval PROBLEM "
+                 "--source "
+              << exported->source_path << " --plan " << exported->plan_path << "'\n";
+  }
   if (args.json) {
     PrintJson(boost::json::object{{"candidate_id", exported->candidate_id},
                                   {"source", exported->source_path},
                                   {"plan", exported->plan_path},
                                   {"cubin", exported->cubin_path},
                                   {"header", exported->header_path},
-                                  {"evaluation", exported->evaluation_path}});
+                                  {"evaluation", exported->evaluation_path},
+                                  {"never_run", exported->never_run}});
     return kExitOk;
   }
   std::cout << "exported candidate " << exported->candidate_id << " of run " << *id << ":\n  "
@@ -278,17 +309,23 @@ void AddStoreCommands(CLI::App& app, int* exit_code) {
   AddNumber(*list, "--limit", list_args.limit, "newest runs to show (0: all)", AtLeast(0))
       ->capture_default_str();
   list->add_flag("--json", list_args.json, "print a JSON array of runs");
-  list->footer("A run that says 'stopped' was killed; 'ksearch run --resume RUN' continues it.\n\n"
-               "Examples:\n"
-               "  ksearch list\n"
-               "  ksearch list --db runs/h200.db --problem softmax --json");
+  list->footer(
+      "A run that says 'stopped' was killed; 'ksearch resume RUN' continues it.\n\n"
+      "Examples:\n"
+      "  ksearch list\n"
+      "  ksearch list --db runs/h200.db --problem softmax --json");
   list->callback([exit_code] { *exit_code = ListCommand(list_args); });
 
   auto* show = app.add_subcommand("show", "Show one run: status, outcomes, tokens, the best kernel");
   show->add_option("RUN", show_args.run, "run number, as 'ksearch list' shows it")->required();
   AddDbOption(show, show_args);
-  show->add_flag("--json", show_args.json, "print the run as JSON");
-  show->footer("Examples:\n  ksearch show 3\n  ksearch show 3 --json | jq .best.evaluation.speedup");
+  auto* show_json = show->add_flag("--json", show_args.json, "print the run as JSON");
+  show->add_flag("--source", show_args.source,
+                 "print only the source of the run's best kernel (exit 1 when it has none)")
+      ->excludes(show_json);
+  show->footer(
+      "Examples:\n  ksearch show 3\n  ksearch show 3 --json | jq .best.evaluation.speedup\n"
+      "  ksearch show 3 --source > best.cu");
   show->callback([exit_code] { *exit_code = ShowCommand(show_args); });
 
   auto* best = app.add_subcommand("best", "The best kernel recorded for a problem, across runs");
@@ -298,9 +335,14 @@ void AddStoreCommands(CLI::App& app, int* exit_code) {
   AddDbOption(best, best_args);
   AddNumber(*best, "--limit", best_args.limit, "runs to compare (0: all)", AtLeast(0))
       ->capture_default_str();
-  best->add_flag("--json", best_args.json, "print a JSON array, fastest first");
-  best->footer("Exit status 1 when no run has a correct kernel for the problem.\n\n"
-               "Examples:\n  ksearch best softmax\n  ksearch best ./my_op/problem.json --json");
+  auto* best_json = best->add_flag("--json", best_args.json, "print a JSON array, fastest first");
+  best->add_flag("--source", best_args.source,
+                 "print only the source of the fastest correct kernel (its plan: --json)")
+      ->excludes(best_json);
+  best->footer(
+      "Exit status 1 when no run has a correct kernel for the problem.\n\n"
+      "Examples:\n  ksearch best softmax\n  ksearch best softmax --source > softmax.cu\n"
+      "  ksearch best ./my_op/problem.json --json");
   best->callback([exit_code] { *exit_code = BestCommand(best_args); });
 
   auto* exp = app.add_subcommand("export", "Write a run's kernel: source, plan, cubin and a C++ header");
@@ -308,8 +350,8 @@ void AddStoreCommands(CLI::App& app, int* exit_code) {
   AddDbOption(exp, export_args);
   exp->add_option("--out", export_args.out, "folder to write into (created if missing)")->capture_default_str();
   exp->add_option("--candidate", export_args.candidate, "candidate id (default: the run's best)");
-  exp->add_option("--arch", export_args.arch, "compile target, e.g. sm_90 (default: the run's GPU)");
-  exp->add_option("--cache-dir", export_args.cache_dir, "compile cache folder ('off' to disable)");
+  AddArchOption(*exp, export_args.arch, "compile target, e.g. sm_90 (default: the run's GPU)");
+  AddCacheDirOption(*exp, export_args.cache_dir);
   exp->add_flag("--json", export_args.json, "print the written paths as JSON");
   exp->footer("The header embeds the cubin and declares Dims, Tensors, WorkspaceBytes() and\n"
               "Launch(stream, tensors, dims, workspace) over the CUDA driver API (link -lcuda).\n\n"
@@ -320,8 +362,9 @@ void AddStoreCommands(CLI::App& app, int* exit_code) {
   report->add_option("RUN", report_args.run, "run number, as 'ksearch list' shows it")->required();
   AddDbOption(report, report_args);
   report->add_option("--html", report_args.html, "the HTML file to write")->required();
-  report->footer("One page, no network: speedup per round (SVG), the idea tree with outcomes,\n"
-                 "the best kernel, failures by status, tokens and cost.\n\n"
+  report->footer("One page, no network: the best speedup and the best time per round (SVG),\n"
+                 "the idea tree with outcomes, the best kernel, failures by status, tokens and\n"
+                 "cost.\n\n"
                  "Example:\n  ksearch report 3 --html run3.html");
   report->callback([exit_code] { *exit_code = ReportCommand(report_args); });
 }

@@ -92,8 +92,8 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
       "worker", "Serve a Redis work queue with this host's GPUs (many hosts, one search)");
   cmd->add_option("--queue", args.queue, "redis://HOST[:PORT][/DB] (rediss:// for TLS)")
       ->required();
-  cmd->add_option("--arch", args.arch,
-                  "arch of this host's GPUs, e.g. sm_90: only jobs compiled for it are taken")
+  AddArchOption(*cmd, args.arch,
+                "arch of this host's GPUs, e.g. sm_90: only jobs compiled for it are taken")
       ->required();
   cmd->add_option("--device-model", args.device_model,
                   "also take jobs that ask for this model, e.g. \"NVIDIA H200\"");
@@ -115,7 +115,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   AddNumber(*cmd, "--max-jobs", args.max_jobs, "exit after this many jobs (0: run until stopped)",
             AtLeast(0));
-  cmd->add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
+  AddCacheDirOption(*cmd, args.cache_dir);
   AddNumber(*cmd, "--replay-input-seed", args.replay_input_seed,
             "fixed input seed, for tests and replays only: every input becomes predictable to a kernel that knows it (docs/evaluation.md, Secrets); default 0: the operating system's randomness", AtLeast(0));
   AddNumber(*cmd, "--max-timing-seconds", args.max_timing_seconds, "cap on timing per kernel",

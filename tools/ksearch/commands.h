@@ -62,6 +62,9 @@ void AddResumeCommand(CLI::App& app, int* exit_code);
 void AddMockLlmCommand(CLI::App& app, int* exit_code);
 // ksearch answer: answer an exchange folder's requests (cmd_answer.cc).
 void AddAnswerCommand(CLI::App& app, int* exit_code);
+// ksearch completion bash: a completion script written from `app`'s commands
+// and flags (cmd_completion.cc).
+void AddCompletionCommand(CLI::App& app, int* exit_code);
 
 // Scripts a mock model from the problem itself (`--llm mock`, `ksearch
 // mock-llm --problem`): idea replies name "mock variants" (the starting kernel
@@ -83,8 +86,9 @@ int ReportError(const Status& status);
 int ReportError(const Status& status, int exit_code);
 // The exit code of a failed Store::Open: 6 for a database of a newer
 // ksearch, else as ReportError, with a kFailedPrecondition (a file this build
-// cannot use) as bad input (2), not "no GPU".
-int ReportStoreError(const Status& status);
+// cannot use) as bad input (2), not "no GPU". `for_writing` (run, resume): a
+// database or folder that cannot be written is an environment failure (4).
+int ReportStoreError(const Status& status, bool for_writing = false);
 
 }  // namespace ksearch::cli
 

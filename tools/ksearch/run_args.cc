@@ -166,7 +166,7 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
   cmd.add_flag("--compile-only", args.compile_only,
                "run the loop without a GPU, judging up to compilation and plan checks (needs "
                "--arch)");
-  cmd.add_option("--arch", args.arch, "compile target, e.g. sm_90 (default: the GPU's)");
+  AddArchOption(cmd, args.arch, "compile target, e.g. sm_90 (default: the GPU's)");
   AddNumber(cmd, "--seed", args.seed,
             "seed of the search's own choices (seeds, template points); the judge's inputs never "
             "depend on it",
@@ -176,7 +176,7 @@ void AddRunOptions(CLI::App& cmd, RunArgs& args) {
             "fixed input seed, for tests and replays only: every input becomes predictable to a kernel "
             "that knows it (docs/evaluation.md, Secrets); default 0: the operating system's randomness",
             AtLeast(0));
-  cmd.add_option("--cache-dir", args.cache_dir, "compile cache folder ('off' to disable)");
+  AddCacheDirOption(cmd, args.cache_dir);
   AddNumber(cmd, "--max-timing-seconds", args.max_timing_seconds, "cap on timing per candidate",
             PositiveUpTo(kSecondsInAnHour))
       ->capture_default_str();

@@ -5,12 +5,21 @@
 #include <iostream>
 #include <utility>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "ksearch/price_table.h"
 #include "ksearch/replay_llm_client.h"
 #include "ksearch/strategies.h"
 
 namespace ksearch::cli {
+
+// --prices, read up to the bound every input file has (a device or a pipe
+// named by mistake is not read without end).
+StatusOr<PriceTable> LoadPrices(const RunArgs& args) {
+  if (args.prices.empty()) return PriceTable();
+  KSEARCH_ASSIGN_OR_RETURN(std::string text, ReadInputFile(args.prices, "--prices"));
+  return PriceTable::Parse(text, args.prices);
+}
 
 StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const Problem& problem,
                            RunSession* session) {
@@ -21,13 +30,17 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const P
   options.base_url = args.base_url;
   options.max_in_flight = args.max_in_flight;
   options.retry.max_attempts = args.llm_attempts;
-  if (!args.prices.empty()) {
-    KSEARCH_ASSIGN_OR_RETURN(options.prices, PriceTable::Load(args.prices));
-  }
+  KSEARCH_ASSIGN_OR_RETURN(options.prices, LoadPrices(args));
   if (kind == "replay") {
     if (rest.empty()) return InvalidArgumentError("--llm replay:FILE needs the recording's path");
     std::error_code error;
     const bool folder = std::filesystem::is_directory(rest, error);
+    if (!folder) KSEARCH_RETURN_IF_ERROR(CheckInputFile(rest, "--llm replay:FILE", kMaxRecordingBytes));
+    if (folder && !std::filesystem::is_directory(rest + "/requests", error)) {
+      return InvalidArgumentError(
+          "--llm replay:" + rest + ": a folder without requests/ in it; replay reads a recording "
+          "(a file written by --record) or an exchange folder (--llm exchange:DIR)");
+    }
     KSEARCH_ASSIGN_OR_RETURN(auto exchanges,
                              folder ? LoadExchangeFolder(rest) : LoadLlmRecording(rest));
     // Replay matches requests by hash, which includes the model: use the
@@ -51,7 +64,9 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const P
   } else if (kind == "mock") {
     KSEARCH_ASSIGN_OR_RETURN(setup.mock, MockLlmServer::Start({}));
     if (!args.mock_script.empty()) {
-      KSEARCH_RETURN_IF_ERROR(setup.mock->LoadScript(args.mock_script));
+      KSEARCH_ASSIGN_OR_RETURN(std::string script,
+                               ReadInputFile(args.mock_script, "--mock-script"));
+      KSEARCH_RETURN_IF_ERROR(setup.mock->LoadScriptJson(script).WithContext(args.mock_script));
     } else {
       KSEARCH_RETURN_IF_ERROR(ScriptMockFromProblem(*setup.mock, problem, args.rounds, args.branches));
     }
@@ -119,10 +134,7 @@ Status CheckModelFlags(const RunArgs& args) {
                                 "): thinking counts toward the output limit");
   }
   if (args.budget_usd <= 0) return Status::Ok();
-  PriceTable prices;
-  if (!args.prices.empty()) {
-    KSEARCH_ASSIGN_OR_RETURN(prices, PriceTable::Load(args.prices));
-  }
+  KSEARCH_ASSIGN_OR_RETURN(PriceTable prices, LoadPrices(args));
   for (const auto& model : ChosenModels(args)) {
     if (!Hosted(model) || prices.Find(model.second) != nullptr) continue;
     return InvalidArgumentError(
@@ -139,7 +151,7 @@ void NoteModelFlags(const RunArgs& args) {
   PriceTable prices;
   bool priced = false;
   if (!args.prices.empty()) {
-    auto loaded = PriceTable::Load(args.prices);
+    auto loaded = LoadPrices(args);
     priced = loaded.ok();
     if (priced) prices = std::move(*loaded);
   }
@@ -242,6 +254,12 @@ StatusOr<Generators> MakeGenerators(const RunArgs& args, const Problem& problem,
     made.brancher = MakeParameterMutationBrancher();
   }
   return made;
+}
+
+LlmTotals SumTotals(const std::vector<const LlmClient*>& clients) {
+  LlmTotals sum;
+  for (const LlmClient* client : clients) sum += client->totals();
+  return sum;
 }
 
 }  // namespace ksearch::cli

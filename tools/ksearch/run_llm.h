@@ -55,6 +55,9 @@ void NoteModelFlags(const RunArgs& args);
 StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const Problem& problem,
                            RunSession* session);
 
+// The totals of `clients` together (requests, failures, tokens, cost).
+LlmTotals SumTotals(const std::vector<const LlmClient*>& clients);
+
 // What writes a search's ideas and kernels: language models, the offline
 // catalog (branch and refine without a model), or nothing (tune).
 // Members are destroyed bottom-up: the generators before the clients they

@@ -7,6 +7,7 @@
 #include "json_out.h"
 #include "ksearch/evaluator.h"
 #include "ksearch/run_report.h"
+#include "run_llm.h"
 
 namespace ksearch::cli {
 

@@ -26,9 +26,10 @@ class Progress final : public SearchObserver {
   // waiting for replies in their folders. On a terminal a ticker thread
   // redraws the line every second, so that the elapsed time moves while the
   // model thinks; elsewhere it prints a line every `every_seconds` (0:
-  // never). The clients must outlive this object.
-  Progress(bool quiet, double every_seconds, std::vector<const LlmClient*> clients,
-           std::vector<const HttpLlmClient*> http,
+  // never). The clients must outlive this object. The line says how much of
+  // `budget` is left and when the first budget should run out.
+  Progress(bool quiet, double every_seconds, const SearchBudget& budget,
+           std::vector<const LlmClient*> clients, std::vector<const HttpLlmClient*> http,
            std::vector<const ExchangeLlmClient*> exchange = {});
   ~Progress() override;
 
@@ -41,11 +42,20 @@ class Progress final : public SearchObserver {
 
  private:
   void StopTicker();
-  // With mutex_ held (observer callbacks and the ticker both print).
+  // With mutex_ held (observer callbacks and the ticker both print). The
+  // line: "round 2 of 6 | evaluated … | best … | LLM … | 4 requests awaiting
+  // replies in DIR … | left: … | ETA … | 12.3 s".
   void PrintLocked(bool round_done, bool tick = false);
+  std::string RoundText() const;
+  std::string CountsText() const;
+  std::string BestText() const;
+  std::string LlmText(const LlmTotals& totals) const;
+  std::string WaitingText() const;
+  std::string BudgetText(double seconds, const LlmTotals& totals) const;
 
   bool quiet_;
   bool tty_;
+  SearchBudget budget_;
   std::vector<const LlmClient*> clients_;
   std::vector<const HttpLlmClient*> http_;
   std::vector<const ExchangeLlmClient*> exchange_;
@@ -53,7 +63,7 @@ class Progress final : public SearchObserver {
   std::condition_variable tick_;
   bool stop_ = false;
   std::thread ticker_;
-  int round_ = 0, evaluated_ = 0, ok_ = 0, compiled_ = 0, failed_ = 0;
+  int round_ = 0, rounds_done_ = 0, evaluated_ = 0, ok_ = 0, compiled_ = 0, failed_ = 0;
   std::string best_, baseline_;
   double best_ms_ = 0.0, speedup_ = 0.0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();

@@ -14,11 +14,17 @@ std::atomic<bool>& StopRequested();
 // SIGINT or SIGTERM, whichever set the flag first; 0 when no signal did.
 int StopSignal();
 
+// Installs the handlers for the rest of the process: a signal while a run's
+// summary is printed or its run recorded must not end the process half-way.
+// The first signal writes `acknowledgement` (when given) to stderr at once and
+// decides StopSignal(); later ones change nothing.
+void InstallStopSignals(const char* acknowledgement);
+
 // Installs the handlers; the destructor puts back the default ones. One at a
 // time per process.
 class StopSignals {
  public:
-  StopSignals();
+  explicit StopSignals(const char* acknowledgement = nullptr);
   ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
