@@ -176,8 +176,12 @@ std::vector<Chunk> TopLevelChunks(std::string_view source) {
     // A preprocessor line at the top level is a chunk of its own (with its
     // continuation lines).
     if (depth == 0 && c == '#') {
+      // The first non-blank character of its line (comments before it on
+      // earlier lines end the chunk they belong to).
       bool line_start = true;
-      for (char p : current.text) line_start = line_start && std::isspace(static_cast<unsigned char>(p));
+      for (size_t back = i; back > 0 && source[back - 1] != '\n'; --back) {
+        line_start = line_start && (source[back - 1] == ' ' || source[back - 1] == '\t');
+      }
       if (line_start) {
         flush();
         size_t end = i;
@@ -308,13 +312,30 @@ std::string TrimLeft(std::string_view text) {
   return std::string(text.substr(begin));
 }
 
+// `text` without the comments and white space it starts with: what a chunk
+// declares is read from its code ("// … (x)\nstruct S {" is a struct).
+std::string SkipLeadingComments(std::string_view text) {
+  std::string out = TrimLeft(text);
+  for (;;) {
+    if (out.starts_with("//")) {
+      size_t end = out.find('\n');
+      out = end == std::string::npos ? std::string() : TrimLeft(std::string_view(out).substr(end + 1));
+    } else if (out.starts_with("/*")) {
+      size_t end = out.find("*/");
+      out = end == std::string::npos ? std::string() : TrimLeft(std::string_view(out).substr(end + 2));
+    } else {
+      return out;
+    }
+  }
+}
+
 }  // namespace
 
 std::string SanitizeKernelSource(std::string_view source, std::vector<std::string>* changes) {
   std::string out;
   for (Chunk& chunk : TopLevelChunks(source)) {
-    const std::string text = TrimLeft(chunk.text);
-    if (text.starts_with("#")) {
+    const std::string text = SkipLeadingComments(chunk.text);
+    if (text.empty() || text.starts_with("#")) {
       if (IsHostInclude(text)) {
         changes->push_back("dropped host include " + text.substr(0, text.find('\n')));
         continue;
@@ -322,7 +343,7 @@ std::string SanitizeKernelSource(std::string_view source, std::vector<std::strin
       out += chunk.text;
       continue;
     }
-    const std::string header = TrimLeft(chunk.braced ? chunk.header : chunk.text);
+    const std::string header = SkipLeadingComments(chunk.braced ? chunk.header : chunk.text);
     const bool device = Contains(header, "__global__") || Contains(header, "__device__") ||
                         Contains(header, "constexpr");
     const bool function = chunk.braced && Contains(header, "(") &&
@@ -342,8 +363,8 @@ std::string SanitizeKernelSource(std::string_view source, std::vector<std::strin
         !header.starts_with("template")) {
       // The evaluator finds kernels by their unmangled names.
       changes->push_back("added extern \"C\" to kernel " + FunctionName(header) + "()");
-      size_t at = chunk.text.find(header.substr(0, 1));
-      chunk.text.insert(at == std::string::npos ? 0 : at, "extern \"C\" ");
+      // Before the code, after the comments that lead the chunk.
+      chunk.text.insert(chunk.text.size() - text.size(), "extern \"C\" ");
     }
     out += chunk.text;
   }

@@ -73,6 +73,38 @@ TEST(SanitizeKernelSource, NamesTheKernelPastItsAttributes) {
       << out;
 }
 
+// A real model's source (tests/llm/real-replies/attention_engine-h200-2026-12-02,
+// r1.s0.i1.b1) opened with comments, then its includes, defines and a struct
+// whose attribute has parentheses: all of that was once read as one host
+// function and dropped, and the kernel failed to compile without them.
+TEST(SanitizeKernelSource, KeepsWhatFollowsLeadingComments) {
+  std::vector<std::string> changes;
+  const std::string source =
+      "// attention: causal softmax(q k^T) v (bf16)\n"
+      "/* block order (heaviest first) */\n"
+      "#include <cuda_bf16.h>\n#define HALFB 8192\n#ifndef CHUNK\n#define CHUNK 32\n#endif\n\n"
+      "struct __align__(64) TensorMap { unsigned long long opaque[16]; };\n"
+      "// packs two floats (round to nearest)\n"
+      "__device__ unsigned pack(float a, float b) { return 0u; }\n"
+      "extern \"C\" __global__ void k(const __grid_constant__ TensorMap m, float* y) {\n"
+      "#pragma unroll\n  for (int i = 0; i < 2; ++i) y[i] = HALFB;\n}\n";
+  EXPECT_EQ(SanitizeKernelSource(source, &changes), source);
+  EXPECT_TRUE(changes.empty()) << changes.front();
+  // A kernel after a comment gets extern "C" before its code, not inside the
+  // comment; a host function after a comment is still dropped.
+  changes.clear();
+  const std::string out = SanitizeKernelSource(
+      "// the kernel (one block per row)\n__global__ void rows(float* y) {}\n"
+      "// the launcher (host)\nvoid launch(float* y) { rows<<<1, 1>>>(y); }\n",
+      &changes);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_NE(out.find("// the kernel (one block per row)\nextern \"C\" __global__ void rows"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(changes[1], "dropped host function launch()");
+  EXPECT_EQ(out.find("launch("), std::string::npos) << out;
+}
+
 TEST(ExtractKernelBlocks, MissingPlanSaysSo) {
   StatusOr<KernelBlocks> blocks = ExtractKernelBlocks("```cuda\nx\n```\n");
   ASSERT_EQ(blocks.status().code(), StatusCode::kNotFound);
