@@ -560,9 +560,13 @@ std::string SearchRun::FailureReason(const Evaluation& evaluation) {
   } else if (evaluation.mismatch) {
     const Mismatch& m = *evaluation.mismatch;
     char text[256];
-    std::snprintf(text, sizeof(text), "%s on %s: %lld of %lld elements off, L2 %.1e > %.1e allowed",
+    // The comparison that failed: the L2 error, or (within the L2 bound)
+    // elements past the elementwise one.
+    const bool l2_failed = m.l2_rel_error > m.allowed_l2_rel_error;
+    std::snprintf(text, sizeof(text), "%s on %s: %lld of %lld elements off, L2 %.1e %s %.1e allowed",
                   m.tensor.c_str(), m.input_set.c_str(), static_cast<long long>(m.bad_count),
-                  static_cast<long long>(m.elements), m.l2_rel_error, m.allowed_l2_rel_error);
+                  static_cast<long long>(m.elements), m.l2_rel_error, l2_failed ? ">" : "within",
+                  m.allowed_l2_rel_error);
     why = text;
   } else {
     why = internal::FirstErrorLine(evaluation.message);
