@@ -37,6 +37,9 @@ WINNERS = [
     ("linear", "stream", {}),
     ("attention", "wgmma", {}),
     ("attention", "flash_split", {}),
+    # attention at the library policy (2026-12-01 templates): prefill and decode.
+    ("attention_engine", "wgmma", {}),
+    ("attention_engine", "cluster", {}),
     ("add_rmsnorm", "vector", {}),
     ("swiglu", "vector", {}),
     ("rope", "vector", {}),
