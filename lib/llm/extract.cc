@@ -178,9 +178,13 @@ std::vector<Chunk> TopLevelChunks(std::string_view source) {
     if (depth == 0 && c == '#') {
       // The first non-blank character of its line (comments before it on
       // earlier lines end the chunk they belong to).
+      // (Back over blanks only: a long line of '#'s costs no more than it.)
       bool line_start = true;
       for (size_t back = i; back > 0 && source[back - 1] != '\n'; --back) {
-        line_start = line_start && (source[back - 1] == ' ' || source[back - 1] == '\t');
+        if (source[back - 1] != ' ' && source[back - 1] != '\t') {
+          line_start = false;
+          break;
+        }
       }
       if (line_start) {
         flush();

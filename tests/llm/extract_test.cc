@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <string>
 
 #include "ksearch/kernel_blocks.h"
@@ -103,6 +105,21 @@ TEST(SanitizeKernelSource, KeepsWhatFollowsLeadingComments) {
       << out;
   EXPECT_EQ(changes[1], "dropped host function launch()");
   EXPECT_EQ(out.find("launch("), std::string::npos) << out;
+}
+
+// A reply is the model's to write: one megabyte-long line full of '#' (not a
+// directive: never first on its line) is read in linear time.
+TEST(SanitizeKernelSource, ALongLineOfHashesIsReadInLinearTime) {
+  std::string source;
+  for (int i = 0; i < (1 << 19); ++i) source += "x#";
+  std::vector<std::string> changes;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string out = SanitizeKernelSource(source, &changes);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(out.size(), source.size());
+  // Quadratic work here is about 10^11 steps: minutes, not this bound.
+  EXPECT_LT(seconds, 30.0);
 }
 
 TEST(ExtractKernelBlocks, MissingPlanSaysSo) {
