@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-
 #include <string>
 
 #include "ksearch/kernel_blocks.h"
