@@ -592,6 +592,16 @@ void SearchRun::SetIdeaOutcome(Idea* idea, const HistoryEntry* parent,
       if (f.first++ == 0) f.second = FailureReason(e->evaluation);
     }
   }
+  if (judged == 0 && !branches.empty()) {
+    // Written but not judged: a run that stopped to wait for a GPU, or was
+    // interrupted, before its evaluator saw them.
+    idea->best_speedup_over_parent = 0.0;
+    idea->outcome = std::to_string(branches.size()) + " of " +
+                    std::to_string(std::max<int>(branches_asked, static_cast<int>(branches.size()))) +
+                    " branches written, none judged yet";
+    if (!notes.empty()) idea->outcome += "; " + notes.front();
+    return;
+  }
   const bool compile_only =
       compiled > 0 || (parent && parent->evaluation.status == EvalStatus::kCompiled);
   std::string text;

@@ -224,6 +224,12 @@ TEST(CliExchange, AResumeWithoutAGpuAdvancesTheModelsStepsAndStopsToJudge) {
   EXPECT_NE(out.find("stopped: candidates must be judged"), std::string::npos) << out;
   EXPECT_NE(out.find("'ksearch resume 1'"), std::string::npos) << out;
   EXPECT_EQ(Names(folder), before) << "no request of round 1 before round 0 is judged";
+  // Waiting for the GPU, the ideas' branches are written and not judged, not
+  // "0 of 1 branches correct".
+  out.clear();
+  ASSERT_EQ(Shell(kCli + " show 1 --db " + db, &out), 0) << out;
+  EXPECT_NE(out.find("1 of 1 branches written, none judged yet"), std::string::npos) << out;
+  EXPECT_EQ(out.find("branches correct"), std::string::npos) << out;
   // The replies are in the run: the GPU host will not wait for them again.
   Store::Options read_only;
   read_only.read_only = true;
