@@ -22,5 +22,5 @@ echo "run.sh: building ksearch, its worker and its compile helper"
 cmake --build "$build" -j"$(nproc)" --target ksearch_cli
 problem=${1:-softmax}
 shift || true
-echo "run.sh: ksearch run $problem $*"
+echo "run.sh: ksearch run $problem${*:+ $*}"
 exec "$build/tools/ksearch/ksearch" run "$problem" "$@"
