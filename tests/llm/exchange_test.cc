@@ -293,8 +293,8 @@ TEST(ExchangeLlmClient, AsksForTheSameFileAgainAfterARestart) {
   ChatRequest request = Ask("write a kernel");
   const std::string path = dir.path() + "/requests/" + ExchangeRequestName(request) + ".json";
   {
+    Collector waiter;  // declared first: it outlives the client, whose end delivers kCancelled
     auto first = MakeClient(dir.path());
-    Collector waiter;
     first->Complete(request, waiter.Callback());
     ASSERT_TRUE(Eventually([&] { return first->stats().requests_written == 1; }));
   }  // destroyed while waiting: the callback got kCancelled, the file stays
@@ -402,8 +402,8 @@ TEST(ExchangeLlmClient, CancelStillDeliversAReplyAlreadyInTheFolder) {
 
 TEST(ExchangeLlmClient, ReportsHowLongItsPendingRequestsHaveWaited) {
   TempDir dir;
+  Collector waiter;  // outlives the client, whose end delivers kCancelled to both requests
   auto client = MakeClient(dir.path());
-  Collector waiter;
   client->Complete(Ask("one"), waiter.Callback());
   ASSERT_TRUE(Eventually([&] { return client->stats().requests_written == 1; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
