@@ -96,9 +96,7 @@ int Answer(const AnswerArgs& args) {
   options.max_tokens = args.llm.budget_tokens;
   options.max_cost_usd = args.llm.budget_usd;
   if (!args.llm.prices.empty()) {
-    auto text = ReadInputFile(args.llm.prices, "--prices");
-    if (!text.ok()) return ReportError(text.status());
-    auto prices = PriceTable::Parse(*text, args.llm.prices);
+    auto prices = LoadPrices(args.llm.prices);
     if (!prices.ok()) return ReportError(prices.status());
     options.prices = std::move(*prices);
   }

@@ -13,12 +13,10 @@
 
 namespace ksearch::cli {
 
-// --prices, read up to the bound every input file has (a device or a pipe
-// named by mistake is not read without end).
-StatusOr<PriceTable> LoadPrices(const RunArgs& args) {
-  if (args.prices.empty()) return PriceTable();
-  KSEARCH_ASSIGN_OR_RETURN(std::string text, ReadInputFile(args.prices, "--prices"));
-  return PriceTable::Parse(text, args.prices);
+StatusOr<PriceTable> LoadPrices(const std::string& path) {
+  if (path.empty()) return PriceTable();
+  KSEARCH_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, "--prices"));
+  return PriceTable::Parse(text, path);
 }
 
 StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const Problem& problem,
@@ -30,7 +28,7 @@ StatusOr<LlmSetup> MakeLlm(const RunArgs& args, const std::string& spec, const P
   options.base_url = args.base_url;
   options.max_in_flight = args.max_in_flight;
   options.retry.max_attempts = args.llm_attempts;
-  KSEARCH_ASSIGN_OR_RETURN(options.prices, LoadPrices(args));
+  KSEARCH_ASSIGN_OR_RETURN(options.prices, LoadPrices(args.prices));
   if (kind == "replay") {
     if (rest.empty()) return InvalidArgumentError("--llm replay:FILE needs the recording's path");
     std::error_code error;
@@ -134,7 +132,7 @@ Status CheckModelFlags(const RunArgs& args) {
                                 "): thinking counts toward the output limit");
   }
   if (args.budget_usd <= 0) return Status::Ok();
-  KSEARCH_ASSIGN_OR_RETURN(PriceTable prices, LoadPrices(args));
+  KSEARCH_ASSIGN_OR_RETURN(PriceTable prices, LoadPrices(args.prices));
   for (const auto& model : ChosenModels(args)) {
     if (!Hosted(model) || prices.Find(model.second) != nullptr) continue;
     return InvalidArgumentError(
@@ -151,7 +149,7 @@ void NoteModelFlags(const RunArgs& args) {
   PriceTable prices;
   bool priced = false;
   if (!args.prices.empty()) {
-    auto loaded = LoadPrices(args);
+    auto loaded = LoadPrices(args.prices);
     priced = loaded.ok();
     if (priced) prices = std::move(*loaded);
   }

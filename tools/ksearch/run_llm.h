@@ -12,6 +12,7 @@
 #include "ksearch/http_llm_client.h"
 #include "ksearch/llm_recording.h"
 #include "ksearch/mock_llm_server.h"
+#include "ksearch/price_table.h"
 #include "ksearch/problem.h"
 #include "ksearch/run_session.h"
 #include "ksearch/status.h"
@@ -41,6 +42,10 @@ struct LlmSetup {
 // hosted model (--prices, which must load); --thinking-budget is 0 or at
 // least 1024, and below --max-output-tokens. Errors: kInvalidArgument naming
 // the flag, the value and the fix; the price table's own errors.
+// The --prices table at `path` (empty: no table), read up to the bound every
+// input file has: a device or a pipe named by mistake is not read without end.
+StatusOr<PriceTable> LoadPrices(const std::string& path);
+
 Status CheckModelFlags(const RunArgs& args);
 // Says once on stderr what the model flags will not do for the models
 // chosen, instead of dropping it silently: --reasoning-effort for a model
