@@ -48,8 +48,9 @@ enum class TolerancePolicy {
   // more: at every check the evaluator runs the library on the candidate's
   // inputs and measures its error against the same reference (L2 relative
   // error, share of half-precision elements off the correctly rounded value,
-  // worst element); the candidate may have library_margin times the first
-  // two and library_worst_margin times the third. Never stricter than
+  // and its worst element's error past the strict relative bound, in atols);
+  // the candidate may have library_margin times the first two and
+  // library_worst_margin times the third. Never stricter than
   // kStrict. For ops whose vendor library is not correctly rounded (fused
   // attention rounds P to bf16): what an engine accepts when it swaps the
   // library call for a kernel. Needs baseline.library and reference_fp32.

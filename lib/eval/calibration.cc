@@ -325,6 +325,7 @@ Status LocalEvaluator::SetUpLibraryBaseline(const SetTolerance& tol) {
     if (!IsWritten(spec.role)) continue;
     auto r = Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.Rtol(spec.dtype));
     double l2 = r.ok() ? r->l2 : 1.0;
+    KSEARCH_ASSIGN_OR_RETURN(double allowed_l2, AllowedL2(tol, t, ref_.ptr[t]));
     char text[200];
     if (measure) {
       // A library this far off would let anything pass: no tolerance.
@@ -341,9 +342,9 @@ Status LocalEvaluator::SetUpLibraryBaseline(const SetTolerance& tol) {
       too_inexact = !exact.ok() || static_cast<double>(exact->raw.bad) >
                                        tol.allowed_inexact_fraction * static_cast<double>(elements_[t]);
     }
-    if (!r.ok() || r->raw.bad > 0 || !(l2 <= tol.allowed_l2) || too_inexact) {
+    if (!r.ok() || r->raw.bad > 0 || !(l2 <= allowed_l2) || too_inexact) {
       std::snprintf(text, sizeof(text), "fails the strict check: L2 relative error %.3g, allowed %.3g", l2,
-                    tol.allowed_l2);
+                    allowed_l2);
       return unusable(text);
     }
   }
@@ -375,11 +376,14 @@ StatusOr<SetTolerance> LocalEvaluator::LibraryTolerance(const InputSet& set, con
       fallback.library_l2 = c.l2;
       return fallback;
     }
-    float worst = 0.0f;
-    uint32_t bits = static_cast<uint32_t>(c.raw.worst >> 32);
-    std::memcpy(&worst, &bits, sizeof(worst));
+    // The worst element in atols beyond the strict relative part (one
+    // rounding step of a half output): what the library's accumulation adds,
+    // not its output rounding. Measured over every element, it is a scale of
+    // the library's error, not a ratio with a near-zero denominator, so an
+    // honest kernel with the library's error distribution stays within the
+    // margin of it (docs/evaluation.md).
     tol.library_l2 = std::max(tol.library_l2, c.l2);
-    tol.library_worst = std::max(tol.library_worst, static_cast<double>(worst));
+    tol.library_worst = std::max(tol.library_worst, c.max_excess);
     if (SetTolerance::HalfStep(spec.dtype) > 0) {
       KSEARCH_ASSIGN_OR_RETURN(Comparison exact, Compare(ref32_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype,
                                                          strict.atol, 0.0, nullptr, 0.0, groups));

@@ -298,6 +298,10 @@ StatusOr<Comparison> LocalEvaluator::Compare(CUdeviceptr got, CUdeviceptr want, 
   uint32_t bits = static_cast<uint32_t>(c.raw.max_rel);
   std::memcpy(&max_rel, &bits, 4);
   c.max_rel = max_rel;
+  float max_excess = 0;
+  bits = static_cast<uint32_t>(c.raw.max_excess);
+  std::memcpy(&max_excess, &bits, 4);
+  c.max_excess = max_excess;
   return c;
 }
 
@@ -330,6 +334,61 @@ StatusOr<GroupAtol> LocalEvaluator::GroupTolerance(const InputSet& set, size_t t
                                   stream_.get(), args, nullptr),
              "cuLaunchKernel(ks_group_atol)");
   return g;
+}
+
+StatusOr<double> LocalEvaluator::TopMassShare(CUdeviceptr want, int64_t n, DType dtype, int64_t k) {
+  constexpr int kBins = 256;
+  KSEARCH_CU(api_->cuMemsetD8Async(magnitudes_.ptr(), 0, 2 * 8 * kBins, stream_.get()), "cuMemsetD8Async");
+  CUdeviceptr count = magnitudes_.ptr(), mass = magnitudes_.ptr() + 8 * kBins;
+  long long elements = n;
+  int code = JudgeDTypeOf(dtype);
+  void* args[] = {&want, &elements, &code, &count, &mass};
+  unsigned blocks = static_cast<unsigned>(std::min<long long>((n + 255) / 256, device_.multiprocessors * 8));
+  KSEARCH_CU(api_->cuLaunchKernel(magnitude_fn_, std::max(1u, blocks), 1, 1, 256, 1, 1, 0, stream_.get(), args,
+                                  nullptr),
+             "cuLaunchKernel(ks_magnitude_hist)");
+  KSEARCH_CU(api_->cuStreamSynchronize(stream_.get()), "cuStreamSynchronize");
+  std::vector<uint64_t> counts(kBins);
+  std::vector<double> masses(kBins);
+  KSEARCH_CU(api_->cuMemcpyDtoH(counts.data(), count, 8 * kBins), "cuMemcpyDtoH");
+  KSEARCH_CU(api_->cuMemcpyDtoH(masses.data(), mass, 8 * kBins), "cuMemcpyDtoH");
+  double total = 0.0;
+  for (double m : masses) total += m;
+  if (!(total > 0.0)) return 0.0;
+  // From the largest magnitudes down: whole bins while k lasts, then the
+  // part of the next bin at most k elements at its upper edge can hold.
+  double top = 0.0;
+  uint64_t left = static_cast<uint64_t>(std::max<int64_t>(0, k));
+  for (int b = kBins - 1; b >= 1 && left > 0; --b) {
+    if (counts[b] <= left) {
+      top += masses[b];
+      left -= counts[b];
+      continue;
+    }
+    const double edge = std::exp2((b - 127) / 4.0);
+    top += b == kBins - 1 ? masses[b] : std::min(masses[b], static_cast<double>(left) * edge * edge);
+    left = 0;
+  }
+  return std::min(1.0, top / total);
+}
+
+StatusOr<double> LocalEvaluator::AllowedL2(const SetTolerance& tol, size_t t, CUdeviceptr want) {
+  const DType dtype = problem_.tensors[t].dtype;
+  const double step = SetTolerance::HalfStep(dtype);
+  if (step <= 0.0 || problem_.tolerance.policy == TolerancePolicy::kRelaxed) return tol.allowed_l2;
+  // A half output's error against the correctly rounded value is 0 or one
+  // rounding step (at most step·|want|) per element: the elementwise bound
+  // and the share of inexact elements decide what may be off. The L2 error
+  // that follows from them depends on which elements are: a few off among
+  // the largest of a heavy-tailed output (a product of two projections, a
+  // few hundred elements) weigh as much as many typical ones. So the floor
+  // is the L2 error of one step on the largest kMinInexactFraction of the
+  // elements, the worst the allowed share can give, not step·sqrt(share),
+  // which assumed the elements off are typical ones.
+  const int64_t n = elements_[t];
+  const auto k = static_cast<int64_t>(std::ceil(SetTolerance::kMinInexactFraction * static_cast<double>(n)));
+  KSEARCH_ASSIGN_OR_RETURN(double share, TopMassShare(want, n, dtype, k));
+  return std::max(tol.allowed_l2, step * std::sqrt(share));
 }
 
 StatusOr<double> LocalEvaluator::ReadElement(CUdeviceptr p, DType dtype, int64_t index) {

@@ -91,6 +91,7 @@ struct KsCompareResults {
   unsigned long long max_rel;
   unsigned long long nonfinite_want;
   unsigned long long nonfinite_got;
+  unsigned long long max_excess;
 };
 
 // Bin of a relative error in the histogram: quarter octaves, bin 0 for 0.
@@ -100,7 +101,7 @@ __device__ __forceinline__ int ks_rel_bin(double rel) {
   return b < 1 ? 1 : (b > 255 ? 255 : b);
 }
 
-// Elementwise check |got - want| <= atol + rtol*|want|. A non-finite value
+// Elementwise check |got - want| <= scale*atol + rtol*|want|. A non-finite value
 // on either side fails (NaN is never a match, not even for NaN); an element
 // still holding the poison is unwritten. When `hist` is not null, the
 // relative errors |got-want|/|want| of elements with |want| >= hist_min_abs
@@ -108,6 +109,8 @@ __device__ __forceinline__ int ks_rel_bin(double rel) {
 // With group_axis 1 (rows) or 2 (columns), an element's atol is the smaller
 // of `atol` and group_atol[its row i / row_len, or its column i % row_len]
 // (ks_group_atol): inputs scaled row by row must be right row by row.
+// max_excess: the largest max(0, |got-want| - rtol*|want|) / atol over the
+// finite elements (what `scale` would have to be for every element to pass).
 extern "C" __global__ void ks_compare(const void* got, const void* want, long long n, int dtype,
                                       double atol_all, double rtol, KsCompareResults* out,
                                       unsigned long long* hist, double hist_min_abs,
@@ -120,7 +123,7 @@ extern "C" __global__ void ks_compare(const void* got, const void* want, long lo
   }
   double sum_diff = 0.0, sum_want = 0.0;
   unsigned long long bad = 0, unwritten = 0, worst = 0, nonfinite_want = 0, nonfinite_got = 0;
-  float max_rel = 0.0f;
+  float max_rel = 0.0f, max_excess = 0.0f;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
     bool poisoned = false, unused = false;
@@ -139,7 +142,9 @@ extern "C" __global__ void ks_compare(const void* got, const void* want, long lo
       double d = fabs(g - w);
       sum_diff += d * d;
       sum_want += w * w;
-      double limit = scale * (atol + rtol * fabs(w));
+      double limit = scale * atol + rtol * fabs(w);
+      double excess = d - rtol * fabs(w);
+      if (excess > 0) max_excess = fmaxf(max_excess, (float)fmin(atol > 0 ? excess / atol : 1e30, 1e30));
       double v = limit > 0 ? d / limit : (d > 0 ? 1e30 : 0.0);
       violation = (float)fmin(v, 1e30);
       if (d > limit) ++bad;
@@ -168,6 +173,7 @@ extern "C" __global__ void ks_compare(const void* got, const void* want, long lo
     unsigned long long other = __shfl_down_sync(0xffffffffu, worst, offset);
     worst = other > worst ? other : worst;
     max_rel = fmaxf(max_rel, __shfl_down_sync(0xffffffffu, max_rel, offset));
+    max_excess = fmaxf(max_excess, __shfl_down_sync(0xffffffffu, max_excess, offset));
   }
   if ((threadIdx.x & 31) == 0) {
     atomicAdd(&out->sum_sq_diff, sum_diff);
@@ -178,6 +184,7 @@ extern "C" __global__ void ks_compare(const void* got, const void* want, long lo
     if (nonfinite_got) atomicAdd(&out->nonfinite_got, nonfinite_got);
     if (worst) atomicMax(&out->worst, worst);
     if (max_rel > 0.0f) atomicMax(&out->max_rel, (unsigned long long)__float_as_uint(max_rel));
+    if (max_excess > 0.0f) atomicMax(&out->max_excess, (unsigned long long)__float_as_uint(max_excess));
   }
   if (hist) {
     __syncthreads();
@@ -222,6 +229,39 @@ extern "C" __global__ void ks_group_atol(const void* want, long long n, int dtyp
       if (isfinite(w)) sum += w * w;
     }
     group_atol[c] = fraction * sqrt(sum / (double)rows);
+  }
+}
+
+// Magnitudes of `want` in quarter octaves: bin 0 holds zeros and non-finite
+// values, bin b in 1..255 the |w| in [2^((b-128)/4), 2^((b-127)/4)) (the
+// ends clamped into bins 1 and 255); count[b] and mass[b] (the sum of w^2)
+// are added to, so they start zeroed. For the L2 floor of half-precision
+// outputs: how much of the output's mass its largest elements hold.
+extern "C" __global__ void ks_magnitude_hist(const void* want, long long n, int dtype,
+                                             unsigned long long* count, double* mass) {
+  __shared__ unsigned int block_count[256];
+  __shared__ double block_mass[256];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+    block_count[i] = 0;
+    block_mass[i] = 0.0;
+  }
+  __syncthreads();
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    bool unused = false;
+    double w = fabs(ks_load(want, dtype, i, &unused));
+    if (!isfinite(w) || w == 0.0) continue;
+    int b = (int)floor(4.0 * log2(w)) + 128;
+    b = b < 1 ? 1 : (b > 255 ? 255 : b);
+    atomicAdd(&block_count[b], 1u);
+    atomicAdd(&block_mass[b], w * w);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+    if (block_count[i]) {
+      atomicAdd(&count[i], (unsigned long long)block_count[i]);
+      atomicAdd(&mass[i], block_mass[i]);
+    }
   }
 }
 

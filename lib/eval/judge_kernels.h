@@ -26,6 +26,9 @@ struct CompareResults {
   unsigned long long max_rel;  // float bits of the largest |got-want|/(|want|+atol)
   unsigned long long nonfinite_want;  // NaN/Inf in the expected output
   unsigned long long nonfinite_got;   // NaN/Inf written where the expected value is finite
+  // float bits of the largest max(0, |got-want| - rtol*|want|) / atol: how
+  // many atols an element needs beyond the relative part of the bound.
+  unsigned long long max_excess;
 };
 
 // The histogram of relative errors ks_compare fills: 256 quarter-octave

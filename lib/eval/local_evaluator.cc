@@ -124,7 +124,9 @@ Status LocalEvaluator::SetUpDevice() {
   }
   KSEARCH_ASSIGN_OR_RETURN(count_ne_fn_, judge_module_.Function("ks_count_ne"));
   KSEARCH_ASSIGN_OR_RETURN(group_atol_fn_, judge_module_.Function("ks_group_atol"));
+  KSEARCH_ASSIGN_OR_RETURN(magnitude_fn_, judge_module_.Function("ks_magnitude_hist"));
   KSEARCH_ASSIGN_OR_RETURN(results_, DeviceBuffer::Allocate(*api_, 4096));
+  KSEARCH_ASSIGN_OR_RETURN(magnitudes_, DeviceBuffer::Allocate(*api_, 2 * 8 * 256));
   int64_t l2 = std::max<int64_t>(device_.l2_bytes, 8 << 20);
   KSEARCH_ASSIGN_OR_RETURN(flush_, DeviceBuffer::Allocate(*api_, 2 * l2));
 
@@ -201,6 +203,7 @@ void LocalEvaluator::TearDownDevice() {
   cand_owned_.clear();
   base_owned_.clear();
   results_.Abandon();
+  magnitudes_.Abandon();
   group_atol_.Abandon();
   flush_.Abandon();
   judge_module_.Abandon();
@@ -433,7 +436,7 @@ void LocalEvaluator::Judge(const Candidate& candidate, const CompileResult& comp
     e->message += " [library tolerance]";
     std::snprintf(text, sizeof(text),
                   "accuracy held to %s on the same inputs at every check (library policy): its L2 relative "
-                  "error up to %.3g, inexact elements up to %.3g%%, worst element %.3g x the strict bound",
+                  "error up to %.3g, inexact elements up to %.3g%%, worst element %.3g atol past the relative bound",
                   baseline_name_.c_str(), library_widest_.library_l2,
                   100 * std::max(0.0, library_widest_.library_inexact_fraction), library_widest_.library_worst);
     e->details += (e->details.empty() ? "" : "\n") + std::string(text);

@@ -96,14 +96,16 @@ struct SetTolerance {
   double half_quantile = 0.0;
   double allowed_inexact_fraction = 1.0;
   double twin_inexact_fraction = 0.0;
-  // The elementwise bound (atol, row atols and Rtol together) is multiplied
-  // by this: 1 except under kLibrary, where it widens to the library's
-  // worst element on the same inputs (LibraryTolerance).
+  // The absolute part of the elementwise bound (atol and the row atols) is
+  // multiplied by this: 1 except under kLibrary, where it widens to what the
+  // library's worst element needs on the same inputs (LibraryTolerance);
+  // the relative part (Rtol) stays the strict one.
   double elementwise_scale = 1.0;
   // kLibrary: what the library measured on this check's inputs (L2
   // relative error, share of half-precision elements more than atol from
-  // the reference, worst element as a multiple of the strict bound); -1
-  // under other policies.
+  // the reference, and its worst element: the atols its error needs beyond
+  // the strict relative part, Comparison::max_excess); -1 under other
+  // policies.
   double library_l2 = -1.0;
   double library_inexact_fraction = -1.0;
   double library_worst = -1.0;
@@ -138,6 +140,9 @@ struct Comparison {
   CompareResults raw{};
   double l2 = 0.0;        // +inf when the expected output is all zero but got is not
   double max_rel = 0.0;
+  // The largest max(0, |got-want| - rtol*|want|) / atol: the atols an
+  // element needs beyond the relative part of its bound.
+  double max_excess = 0.0;
 };
 
 class LocalEvaluator final : public Evaluator {
@@ -226,13 +231,21 @@ class LocalEvaluator final : public Evaluator {
   // values (the kernel must read them).
   Status Poison(const TensorBuffers& buffers, PreparedPlan* plan);
   Status FlushL2();
-  // An element fails when |got - want| > scale * (atol + rtol * |want|)
+  // An element fails when |got - want| > scale * atol + rtol * |want|
   // (atol the smaller of `atol` and its row's, with `groups`).
   StatusOr<Comparison> Compare(CUdeviceptr got, CUdeviceptr want, int64_t n, DType dtype,
                                double atol, double rtol,
                                std::vector<uint64_t>* histogram = nullptr,
                                double histogram_min_abs = 0.0, const GroupAtol& groups = {},
                                double scale = 1.0);
+  // The L2 bound of output `t` against the expected output at `want`:
+  // tol.allowed_l2, and for a half-precision output under a policy other
+  // than kRelaxed never below the L2 error that one rounding step on the
+  // largest kMinInexactFraction of its elements gives (TopMassShare).
+  StatusOr<double> AllowedL2(const SetTolerance& tol, size_t t, CUdeviceptr want);
+  // The share of the sum of squares of the `n` values at `want` that their
+  // `k` largest magnitudes hold, an upper bound to within a quarter octave.
+  StatusOr<double> TopMassShare(CUdeviceptr want, int64_t n, DType dtype, int64_t k);
   // The row or column atols of output `t` for inputs of `set`, from the
   // expected output at `want`: {} (axis 0) unless an input of `set` is
   // scaled per row or per column, then that axis of the output's last dim.
@@ -317,8 +330,9 @@ class LocalEvaluator final : public Evaluator {
   CUfunction fill_fn_ = nullptr, compare_fn_ = nullptr, diff_fn_ = nullptr, read_fn_ = nullptr,
              fma_fn_ = nullptr, mma_fn_ = nullptr, count_ne_fn_ = nullptr,
              wgmma_fn_ = nullptr,  // Hopper only
-             group_atol_fn_ = nullptr;
+             group_atol_fn_ = nullptr, magnitude_fn_ = nullptr;
   DeviceBuffer results_;  // CompareResults, a histogram and scratch words
+  DeviceBuffer magnitudes_;  // ks_magnitude_hist's counts and masses
   DeviceBuffer group_atol_;  // GroupTolerance's atols, one per row or column
   DeviceBuffer flush_;
   TruthVault vault_;

@@ -4,7 +4,8 @@
 // every check. An engine-style kernel (P rounded to bf16 once, as cuDNN and
 // FlashAttention do) fails the strict policy and passes this one; a kernel
 // that rounds more than the library fails it, and so does one that rounds
-// more only on one input set. GPU tests (label `gpu`); they skip without a
+// more only on one input set, and so does one that is off in a single
+// element. GPU tests (label `gpu`); they skip without a
 // driver, and without libcudnn.so.9.
 #include <gtest/gtest.h>
 
@@ -112,6 +113,17 @@ TEST_F(GpuLibraryPolicy, AcceptsWhatTheLibraryDoesAndNoMore) {
   EXPECT_EQ(selective.status, EvalStatus::kWrongResult) << selective.Report();
   ASSERT_TRUE(selective.mismatch);
   EXPECT_EQ(selective.mismatch->input_set, "uniform");
+  // Right everywhere but one element, off by 0.02 (some 15% of the output's
+  // RMS): L2 and the share of inexact elements stay within the library's,
+  // the worst-element bound (2 x the atols the library's own worst element
+  // needs beyond one rounding step) catches it.
+  std::string one_off = Replace(EngineKernel(library, "false"), "__float2bfloat16_rn(acc / l)",
+                                "__float2bfloat16_rn(acc / l + ((b == 0 && h == 1 && i == 100 && t == 5) ? 0.02f : 0.0f))");
+  Evaluation single = Judge(*evaluator, library, "p_bf16_one_element_off", one_off);
+  EXPECT_EQ(single.status, EvalStatus::kWrongResult) << single.Report();
+  ASSERT_TRUE(single.mismatch);
+  EXPECT_EQ(single.mismatch->bad_count, 1) << single.Report();
+  EXPECT_LE(single.mismatch->l2_rel_error, single.mismatch->allowed_l2_rel_error) << single.Report();
   // And an honest kernel after them still passes.
   EXPECT_EQ(Judge(*evaluator, library, "p_bf16_again", EngineKernel(library, "false")).status, EvalStatus::kOk);
 }
