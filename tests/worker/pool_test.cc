@@ -221,12 +221,20 @@ TEST_F(FakePool, ACandidateWhoseWorkerDiesOnceIsJudgedAgain) {
 TEST_F(FakePool, SpreadsABatchOverTwoGpusAndSurvivesCrashesOnBoth) {
   WorkerPoolOptions options = FakeOptions();
   options.gpus.clear();  // every visible GPU: the fake driver reports two
+  // Nothing here hangs: the 1 s watchdog of FakeOptions is not under test,
+  // and a worker descheduled for a second on a loaded two-core machine (it
+  // failed once so while a device call's results were unpacked) would read
+  // as a timeout instead of ok or crashed.
+  options.evaluation_timeout_seconds = 60.0;
   Create(options, FakeWorker(2));
   EXPECT_EQ(pool_->gpus(), (std::vector<int>{0, 1}));
+  // The correct candidates take 100 ms each: while one GPU's worker is being
+  // replaced after a crash (a process start, slower on a loaded machine),
+  // the other cannot drain the whole batch alone, so both GPUs judge some.
   std::vector<Candidate> batch;
   for (int i = 0; i < 24; ++i) {
     std::string id = "c" + std::to_string(i);
-    batch.push_back(Make(id, i % 6 == 3 ? "crash" : (i % 8 == 5 ? "segv" : "sleep_ms=10")));
+    batch.push_back(Make(id, i % 6 == 3 ? "crash" : (i % 8 == 5 ? "segv" : "sleep_ms=100")));
   }
   auto out = Run(batch);
   std::set<int> ordinals;
