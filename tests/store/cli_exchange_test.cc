@@ -99,6 +99,7 @@ TEST(CliExchange, ARunStopsToWaitForRepliesAndResumesWithThem) {
             kAwaitingReplies)
       << out;
   EXPECT_NE(out.find("1 request awaiting replies in " + folder), std::string::npos) << out;
+  EXPECT_EQ(out.find("0 requests awaiting"), std::string::npos) << "said while nothing was pending:\n" << out;
   EXPECT_NE(out.find("stopped: 1 request has waited 1 s or more for replies in " + folder),
             std::string::npos)
       << out;

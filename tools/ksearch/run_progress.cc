@@ -175,13 +175,14 @@ std::string Progress::WaitingText() const {
   std::string waiting;
   for (const ExchangeLlmClient* x : exchange_) {
     ExchangeLlmClient::Stats s = x->stats();
+    // Nothing pending: between one reply and the next request (a round's
+    // end) "0 requests awaiting replies" would read as a stall.
+    if (s.pending <= 0) continue;
     char line[96];
     std::snprintf(line, sizeof(line), " | %d request%s awaiting replies in ", s.pending, s.pending == 1 ? "" : "s");
     waiting += line + x->folder();
-    if (s.pending > 0) {
-      std::snprintf(line, sizeof(line), " (the oldest for %.0f s)", s.oldest_pending_seconds);
-      waiting += line;
-    }
+    std::snprintf(line, sizeof(line), " (the oldest for %.0f s)", s.oldest_pending_seconds);
+    waiting += line;
   }
   return waiting;
 }
