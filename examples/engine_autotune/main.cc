@@ -13,7 +13,8 @@
 //
 //   x, residual ─ add_rmsnorm ─ h1 (the residual stream), y1
 //   y1 ─ linear_qkv_rope [Wq; Wk; Wv] ─ q, and k, v written into the KV cache, RoPE applied
-//   q ─ attention over the cache ─ o ─ linear_residual Wo, + h1 ─ h2
+//   q ─ attention_engine over the cache ─ o ─ linear_residual Wo, + h1 ─ h2
+//       (P rounded to bf16 before P·V as cuDNN does, held to cuDNN's accuracy)
 //   h2 ─ rmsnorm_bf16 ─ y2 ─ linear_swiglu [Wg; Wu] ─ silu(gate) · up
 //     ─ linear_residual Wd, + h2 ─ the layer's output (the residual stream after it)
 //
@@ -304,7 +305,7 @@ int main(int argc, char** argv) {
       {"add_rmsnorm", "add_rmsnorm", {{"hidden", kHidden}}, "tokens", ""},
       {"q/k/v + rope", "linear_qkv_rope", {{"K", kHidden}, {"heads", kHeads}, {"kv_heads", kHeads}, {"head_dim", kHeadDim}},
        "M", ""},
-      {"attention", "attention", {{"B", 1}, {"H", kHeads}, {"D", kHeadDim}}, "Sq", "Skv"},
+      {"attention", "attention_engine", {{"B", 1}, {"H", kHeads}, {"D", kHeadDim}}, "Sq", "Skv"},
       {"o + residual", "linear_residual", {{"N", kHidden}, {"K", kHidden}}, "M", ""},
       {"rmsnorm", "rmsnorm_bf16", {{"hidden", kHidden}}, "tokens", ""},
       {"gate/up + swiglu", "linear_swiglu", {{"N", kInter}, {"K", kHidden}}, "M", ""},
