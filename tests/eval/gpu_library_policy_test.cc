@@ -113,7 +113,7 @@ TEST_F(GpuLibraryPolicy, AcceptsWhatTheLibraryDoesAndNoMore) {
   EXPECT_EQ(selective.status, EvalStatus::kWrongResult) << selective.Report();
   ASSERT_TRUE(selective.mismatch);
   EXPECT_EQ(selective.mismatch->input_set, "uniform");
-  // Right everywhere but one element, off by 0.02 (some 15% of the output's
+  // Right everywhere but one element, off by 0.02 (about 10% of the output's
   // RMS): L2 and the share of inexact elements stay within the library's,
   // the worst-element bound (2 x the atols the library's own worst element
   // needs beyond one rounding step) catches it.
