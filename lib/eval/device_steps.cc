@@ -372,10 +372,12 @@ StatusOr<double> LocalEvaluator::TopMassShare(CUdeviceptr want, int64_t n, DType
   return std::min(1.0, top / total);
 }
 
-StatusOr<double> LocalEvaluator::AllowedL2(const SetTolerance& tol, size_t t, CUdeviceptr want) {
+StatusOr<double> LocalEvaluator::AllowedL2(const SetTolerance& tol, size_t t, CUdeviceptr want, double l2) {
   const DType dtype = problem_.tensors[t].dtype;
   const double step = SetTolerance::HalfStep(dtype);
-  if (step <= 0.0 || problem_.tolerance.policy == TolerancePolicy::kRelaxed) return tol.allowed_l2;
+  if (l2 <= tol.allowed_l2 || step <= 0.0 || problem_.tolerance.policy == TolerancePolicy::kRelaxed) {
+    return tol.allowed_l2;
+  }
   // A half output's error against the correctly rounded value is 0 or one
   // rounding step (at most step·|want|) per element: the elementwise bound
   // and the share of inexact elements decide what may be off. The L2 error

@@ -241,8 +241,10 @@ class LocalEvaluator final : public Evaluator {
   // The L2 bound of output `t` against the expected output at `want`:
   // tol.allowed_l2, and for a half-precision output under a policy other
   // than kRelaxed never below the L2 error that one rounding step on the
-  // largest kMinInexactFraction of its elements gives (TopMassShare).
-  StatusOr<double> AllowedL2(const SetTolerance& tol, size_t t, CUdeviceptr want);
+  // largest kMinInexactFraction of its elements gives (TopMassShare). That
+  // floor costs a pass over the output: it is measured only when `l2`, the
+  // error being judged, is above tol.allowed_l2.
+  StatusOr<double> AllowedL2(const SetTolerance& tol, size_t t, CUdeviceptr want, double l2);
   // The share of the sum of squares of the `n` values at `want` that their
   // `k` largest magnitudes hold, an upper bound to within a quarter octave.
   StatusOr<double> TopMassShare(CUdeviceptr want, int64_t n, DType dtype, int64_t k);
