@@ -94,12 +94,17 @@ struct KsCompareResults {
   unsigned long long max_excess;
 };
 
-// Bin of a relative error in the histogram: quarter octaves, bin 0 for 0.
-__device__ __forceinline__ int ks_rel_bin(double rel) {
-  if (!(rel > 0.0)) return 0;
-  int b = (int)floor(4.0 * log2(rel)) + 224;
+// Quarter-octave bin of a positive value x among 256: bin 0 for 0 (and for
+// NaN), bin b in 1..255 for x in [2^((b-offset)/4), 2^((b-offset+1)/4)), the
+// ends clamped into bins 1 and 255.
+__device__ __forceinline__ int ks_quarter_octave_bin(double x, int offset) {
+  if (!(x > 0.0)) return 0;
+  int b = (int)floor(4.0 * log2(x)) + offset;
   return b < 1 ? 1 : (b > 255 ? 255 : b);
 }
+
+// Bin of a relative error in the histogram: about 2^-56 .. 2^8.
+__device__ __forceinline__ int ks_rel_bin(double rel) { return ks_quarter_octave_bin(rel, 224); }
 
 // Elementwise check |got - want| <= scale*atol + rtol*|want|. A non-finite value
 // on either side fails (NaN is never a match, not even for NaN); an element
@@ -251,8 +256,7 @@ extern "C" __global__ void ks_magnitude_hist(const void* want, long long n, int 
     bool unused = false;
     double w = fabs(ks_load(want, dtype, i, &unused));
     if (!isfinite(w) || w == 0.0) continue;
-    int b = (int)floor(4.0 * log2(w)) + 128;
-    b = b < 1 ? 1 : (b > 255 ? 255 : b);
+    const int b = ks_quarter_octave_bin(w, 128);
     atomicAdd(&block_count[b], 1u);
     atomicAdd(&block_mass[b], w * w);
   }
