@@ -71,6 +71,8 @@ POINTS = [
     ("cluster STAGES=3", DECODE, "cluster", {"STAGES": 3}),
     ("cluster CL=8", DECODE, "cluster", {"CL": 8}),
     ("cluster STAGES=4", DECODE, "cluster", {"STAGES": 4}),
+    ("cluster CL=2", DECODE, "cluster", {"CL": 2}),
+    ("cluster BN=128", DECODE, "cluster", {"BN": 128}),
     ("split NSPLIT=16", DECODE, "split", {"NSPLIT": 16}),
     ("split NSPLIT=4 STAGES=4", DECODE, "split", {"NSPLIT": 4, "STAGES": 4}),
 ]

@@ -10,7 +10,8 @@
 #    with the bundle's `ksearch eval` at every shape case, the baseline (the
 #    GEMM sequence, or cuBLASLt for linear) timed in the same evaluation;
 #    linear's decode templates also on a copy of linear holding only the down
-#    projection's decode shapes (N 4096, K 14336).
+#    projection's decode shapes (N 4096, K 14336), and linear_residual's on a
+#    copy holding only the o projection's (N = K = 4096).
 # 2. Runs bench/layer_vs_torch.py on the bundle's engine example (its ops
 #    tuned on first use, $KSEARCH_LAYER_TUNE_SECONDS (20) s each, into
 #    OUT_DIR/layer.db; 5 s left the decode buckets with the first template
@@ -59,6 +60,24 @@ for t in p["templates"]:
 json.dump(p, open(path, "w"), indent=1)
 PY
 
+# A copy of linear_residual judged only at the o projection's decode shapes
+# (N = K = 4096: 32 MiB of W, the op furthest from a plain read of its bytes).
+oproj=$out/residual_o
+rm -rf "$oproj" && cp -r "$root/problems/linear_residual" "$oproj"
+python3 - "$oproj/problem.json" <<'PY'
+import json, sys
+path = sys.argv[1]
+p = json.load(open(path))
+p["name"] = "residual_o"
+p["dims"] = {"M": 16, "N": 4096, "K": 4096}
+p["shapes"] = [{"name": "decode_1", "dims": {"M": 1}, "weight": 1},
+               {"name": "decode_16", "dims": {"M": 16}, "weight": 1},
+               {"name": "decode_ragged", "dims": {"M": 7, "N": 4104}, "timed": False}]
+p.pop("dispatch", None)
+p["templates"] = [t for t in p["templates"] if t["name"] == "streamk"]
+json.dump(p, open(path, "w"), indent=1)
+PY
+
 # point NAME PROBLEM_DIR TEMPLATE [PARAM=VALUE ...]: the template's plan with
 # its default params overridden, judged at every case of the problem.
 point() {
@@ -98,9 +117,13 @@ point linear_streamk          "$P/linear" streamk
 point down_streamk            "$down" streamk
 point down_streamk_cw4        "$down" streamk CW=4 XK=512
 point down_stream_mode0       "$down" stream
+point o_streamk               "$oproj" streamk
+point o_streamk_rpc16_s3      "$oproj" streamk RPC=16 STAGES=3
+point o_streamk_cw16_s3       "$oproj" streamk CW=16 XK=256 STAGES=3
+point o_streamk_rpc16_s2      "$oproj" streamk RPC=16 STAGES=2
 
 printf '[%4ds] layer_vs_torch\n' $((SECONDS - started))
-timeout 300 python3 "$root/bench/layer_vs_torch.py" --engine "$bundle/example_engine_autotune" \
+timeout 360 python3 "$root/bench/layer_vs_torch.py" --engine "$bundle/example_engine_autotune" \
     --db "$out/layer.db" --tune-seconds "${KSEARCH_LAYER_TUNE_SECONDS:-20}" --repeats 20 --out "$out/layer.json" > "$out/layer.log" 2>&1 ||
   echo "  (layer_vs_torch exited $?; see $out/layer.log)"
 
