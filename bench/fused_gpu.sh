@@ -64,8 +64,8 @@ PY
 # (N = K = 4096: 32 MiB of W, the op furthest from a plain read of its bytes).
 oproj=$out/residual_o
 rm -rf "$oproj" && cp -r "$root/problems/linear_residual" "$oproj"
-python3 - "$oproj/problem.json" <<'PY'
-import json, sys
+python3 - "$oproj/problem.json" "$root/problems/linear_residual" <<'PY'
+import json, os, sys
 path = sys.argv[1]
 p = json.load(open(path))
 p["name"] = "residual_o"
@@ -74,7 +74,9 @@ p["shapes"] = [{"name": "decode_1", "dims": {"M": 1}, "weight": 1},
                {"name": "decode_16", "dims": {"M": 16}, "weight": 1},
                {"name": "decode_ragged", "dims": {"M": 7, "N": 4104}, "timed": False}]
 p.pop("dispatch", None)
-p["templates"] = [t for t in p["templates"] if t["name"] == "streamk"]
+p["templates"] = [t for t in p["templates"] if t["name"] in ("stream", "streamk")]
+for t in p["templates"]:  # the copy sits elsewhere: stream's source is linear's
+    t["source"] = os.path.normpath(os.path.join(sys.argv[2], t["source"]))
 json.dump(p, open(path, "w"), indent=1)
 PY
 
@@ -106,6 +108,7 @@ P=$root/problems
 point residual_tma            "$P/linear_residual" tma
 point residual_tma_bn192      "$P/linear_residual" tma BN=192 STAGES=4
 point residual_streamk        "$P/linear_residual" streamk
+point residual_stream         "$P/linear_residual" stream
 point swiglu_tma              "$P/linear_swiglu" tma
 point swiglu_streamk          "$P/linear_swiglu" streamk
 point swiglu_streamk_rpc112   "$P/linear_swiglu" streamk RPC=112
@@ -121,6 +124,8 @@ point o_streamk               "$oproj" streamk
 point o_streamk_rpc16_s3      "$oproj" streamk RPC=16 STAGES=3
 point o_streamk_cw16_s3       "$oproj" streamk CW=16 XK=256 STAGES=3
 point o_streamk_rpc16_s2      "$oproj" streamk RPC=16 STAGES=2
+point o_stream                "$oproj" stream
+point o_stream_mode1          "$oproj" stream MODE=1 RPC=32 STAGES=3
 
 printf '[%4ds] layer_vs_torch\n' $((SECONDS - started))
 timeout 360 python3 "$root/bench/layer_vs_torch.py" --engine "$bundle/example_engine_autotune" \

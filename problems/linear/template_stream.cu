@@ -40,6 +40,10 @@
 // Rows past N are neither copied nor stored (a W row only reaches its own
 // output row or column); tokens past M are zero and not stored.
 //
+// RES 1 (linear_residual's `stream`, not tuned): the kernel takes R (M x N
+// bf16) after W and adds R's element to each output's fp32 sum before its one
+// rounding: Y = X · Wᵀ + R, the down and o projections with the residual.
+//
 // Grid: (ceil_div(N, RPC), ceil_div(M, 16), 1), block 32 * CW + 32; dynamic
 // shared memory MODE 0: STAGES * 16 * (2 * KC + 64) + 256, MODE 1:
 // STAGES * 16 * K + 256 + 1024 * CW (the ring depth is read back from
@@ -77,6 +81,9 @@
 #endif
 #ifndef PAR
 #define PAR 1  // 1: 16 producer lanes issue a stage's row copies; 0: one thread
+#endif
+#ifndef RES
+#define RES 0  // 1: Y = X · Wᵀ + R (linear_residual's plan sets it; not tuned)
 #endif
 
 namespace {
@@ -123,8 +130,13 @@ __device__ __forceinline__ void Mma(float (&c)[4], unsigned a0, unsigned a1, uns
 
 #if MODE == 0
 extern "C" __global__ void __launch_bounds__(32 * CW + 32, 1)
+#if RES
+linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ W,
+              const __nv_bfloat16* __restrict__ R, __nv_bfloat16* __restrict__ Y, int M, int N, int K) {
+#else
 linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ W,
               __nv_bfloat16* __restrict__ Y, int M, int N, int K) {
+#endif
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned long long* full = reinterpret_cast<unsigned long long*>(smem);
   unsigned long long* empty = full + 16;
@@ -287,7 +299,11 @@ linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restri
     float sum = 0.0f;
 #pragma unroll
     for (int w = 0; w < CW; ++w) sum += red[(((w * TPC + t) * 2 + j) * 4 + r) * 32 + l];
-    Y[static_cast<long long>(m0 + m) * N + n] = __float2bfloat16_rn(sum);
+    const long long at = static_cast<long long>(m0 + m) * N + n;
+#if RES
+    sum += __bfloat162float(R[at]);  // before the output's one rounding
+#endif
+    Y[at] = __float2bfloat16_rn(sum);
   }
 }
 #else  // MODE == 1
@@ -300,8 +316,13 @@ linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restri
 // partial sums of its 16 × 8 outputs are added in shared memory in warp
 // order (double-buffered, one named barrier per stage) and stored.
 extern "C" __global__ void __launch_bounds__(32 * CW + 32, 1)
+#if RES
+linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ W,
+              const __nv_bfloat16* __restrict__ R, __nv_bfloat16* __restrict__ Y, int M, int N, int K) {
+#else
 linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ W,
               __nv_bfloat16* __restrict__ Y, int M, int N, int K) {
+#endif
   constexpr int kSteps1 = XK / 32;
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned long long* full = reinterpret_cast<unsigned long long*>(smem);
@@ -415,7 +436,11 @@ linear_stream(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restri
         float sum = 0.0f;
 #pragma unroll
         for (int w = 0; w < CW; ++w) sum += rb[(w * 4 + r) * 32 + l];
-        Y[static_cast<long long>(m0 + m) * N + row] = __float2bfloat16_rn(sum);
+        const long long at = static_cast<long long>(m0 + m) * N + row;
+#if RES
+        sum += __bfloat162float(R[at]);
+#endif
+        Y[at] = __float2bfloat16_rn(sum);
       }
     }
   }

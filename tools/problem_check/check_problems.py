@@ -149,7 +149,11 @@ def check_kernel(p, k, params, nvrtc, args, errors, compile_it=True):
         errors.append(f"{label} plan: {e}")
         return None
     for l in launches:
-        sig = L.kernel_signature(src, l["kernel"])
+        try:
+            sig = L.kernel_signature(src, l["kernel"], params)
+        except L.CheckError as e:
+            errors.append(f"{label}: {k['source']}: {e}")
+            continue
         if sig is None:
             errors.append(f"{label}: no extern \"C\" __global__ {l['kernel']} in {k['source']}")
             continue

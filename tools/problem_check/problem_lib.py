@@ -402,10 +402,83 @@ def includes(src):
     return re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', strip_comments(src), re.M)
 
 
-def kernel_signature(src, name):
+_DIRECTIVE_RE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif|define)\b(.*)$")
+
+
+def _condition(text, defines):
+    """The value of a preprocessor condition: `defined X`, object-like macros
+    expanded (their text, in parentheses), other names 0 as the preprocessor
+    has it, integers and C operators; raises CheckError on what it cannot
+    read."""
+    text = re.sub(r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)",
+                  lambda m: "1" if (m.group(1) or m.group(2)) in defines else "0", text)
+    for _ in range(16):
+        expanded = re.sub(r"[A-Za-z_]\w*", lambda m: f"({defines[m.group(0)]})" if m.group(0) in defines
+                          else m.group(0), text)
+        if expanded == text:
+            break
+        text = expanded
+    text = re.sub(r"[A-Za-z_]\w*", "0", text)
+    text = re.sub(r"(\d+)[uUlL]+\b", r"\1", text)
+    text = text.replace("&&", " and ").replace("||", " or ")
+    text = re.sub(r"!(?!=)", " not ", text)
+    if not re.fullmatch(r"[0-9\s()+\-*/%<>=!andotr]*", text):
+        raise CheckError(f"cannot read the preprocessor condition '{text.strip()}'")
+    try:
+        return bool(eval(text.replace("/", "//"), {"__builtins__": {}}, {}))  # noqa: S307 (digits and operators only)
+    except Exception as e:  # noqa: BLE001
+        raise CheckError(f"cannot read the preprocessor condition '{text.strip()}': {e}") from e
+
+
+def active_source(src, params):
+    """`src` with the lines of inactive #if/#ifdef/#ifndef branches blanked,
+    given the plan's params as -D defines (as the compile gets them) and the
+    source's own integer #defines met on the way: what the compiler sees of
+    the kernels' signatures (a signature may depend on a param)."""
+    defines = {k: str(int(v)) for k, v in params.items()}
+    out, stack = [], []  # stack: [this branch active, some branch taken, parent active]
+    lines = strip_comments(src).split("\n")
+    for i in range(len(lines) - 1):  # continued lines: joined, the line count kept
+        if lines[i].endswith("\\"):
+            lines[i + 1], lines[i] = lines[i][:-1] + " " + lines[i + 1], ""
+    for line in lines:
+        m = _DIRECTIVE_RE.match(line)
+        active = all(frame[0] for frame in stack)
+        if not m:
+            out.append(line if active else "")
+            continue
+        kind, rest = m.group(1), m.group(2).strip()
+        if kind in ("if", "ifdef", "ifndef"):
+            if not active:
+                value = False
+            elif kind == "if":
+                value = _condition(rest, defines)
+            else:
+                value = (rest.split()[0] in defines) == (kind == "ifdef")
+            stack.append([value, value, active])
+        elif kind in ("elif", "else"):
+            if not stack:
+                raise CheckError(f"#{kind} without #if")
+            frame = stack[-1]
+            value = frame[2] and not frame[1] and (kind == "else" or _condition(rest, defines))
+            frame[0], frame[1] = value, frame[1] or value
+        elif kind == "endif":
+            if not stack:
+                raise CheckError("#endif without #if")
+            stack.pop()
+        elif kind == "define" and active:
+            dm = re.match(r"(\w+)(?!\()\s*(.*)$", rest)  # object-like macros only
+            if dm:
+                defines[dm.group(1)] = dm.group(2).strip() or "1"
+        out.append("")
+    return "\n".join(out)
+
+
+def kernel_signature(src, name, params=None):
     """The parameter list of `extern "C" __global__ void NAME(...)` as a list of
-    (type text, parameter name); None when there is no such entry point."""
-    code = strip_comments(src)
+    (type text, parameter name); None when there is no such entry point. With
+    `params`, only the source the compiler sees with them (active_source)."""
+    code = strip_comments(src) if params is None else active_source(src, params)
     m = re.search(r'extern\s+"C"\s+__global__\s+void\s+(?:(?:__launch_bounds__|__maxnreg__)\s*\([^)]*\)\s*)*'
                   + re.escape(name) + r"\s*\(", code)
     if not m:
