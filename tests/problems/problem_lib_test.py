@@ -39,6 +39,12 @@ class ActiveSource(unittest.TestCase):
     def test_line_numbers_are_kept(self):
         self.assertEqual(L.active_source(SOURCE, {}).count("\n"), SOURCE.count("\n"))
 
+    def test_c_arithmetic_and_function_like_macros(self):
+        # C's division truncates toward zero (Python's // would give -2).
+        self.assertIn("a", L.active_source("#if -3 / 2 == -1\na\n#endif\n", {}))
+        # A function-like macro defines nothing, not even a prefix of its name.
+        self.assertNotIn("a", L.active_source("#define FOO(x) x\n#if FO\na\n#endif\n", {}))
+
     def test_what_it_cannot_read_is_an_error(self):
         with self.assertRaises(L.CheckError):
             L.active_source("#if 1 / RES\n#endif\n", {"RES": 0})

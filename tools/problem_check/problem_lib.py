@@ -406,9 +406,10 @@ _DIRECTIVE_RE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif|define)\b(
 
 
 def _condition(text, defines):
-    """The value of a preprocessor condition: `defined X`, object-like macros
-    expanded (their text, in parentheses), other names 0 as the preprocessor
-    has it, integers and C operators; raises CheckError on what it cannot
+    """The value of a preprocessor condition: `defined X` and object-like
+    macros expanded (their text, in parentheses), other names 0 as the
+    preprocessor has it, then read by the plan grammar's conditions (C's
+    integer division and remainder); raises CheckError on what it cannot
     read."""
     text = re.sub(r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)",
                   lambda m: "1" if (m.group(1) or m.group(2)) in defines else "0", text)
@@ -420,14 +421,7 @@ def _condition(text, defines):
         text = expanded
     text = re.sub(r"[A-Za-z_]\w*", "0", text)
     text = re.sub(r"(\d+)[uUlL]+\b", r"\1", text)
-    text = text.replace("&&", " and ").replace("||", " or ")
-    text = re.sub(r"!(?!=)", " not ", text)
-    if not re.fullmatch(r"[0-9\s()+\-*/%<>=!andotr]*", text):
-        raise CheckError(f"cannot read the preprocessor condition '{text.strip()}'")
-    try:
-        return bool(eval(text.replace("/", "//"), {"__builtins__": {}}, {}))  # noqa: S307 (digits and operators only)
-    except Exception as e:  # noqa: BLE001
-        raise CheckError(f"cannot read the preprocessor condition '{text.strip()}': {e}") from e
+    return evaluate_condition(text, {})
 
 
 def active_source(src, params):
@@ -467,7 +461,7 @@ def active_source(src, params):
                 raise CheckError("#endif without #if")
             stack.pop()
         elif kind == "define" and active:
-            dm = re.match(r"(\w+)(?!\()\s*(.*)$", rest)  # object-like macros only
+            dm = re.match(r"(\w+)(?![\w(])\s*(.*)$", rest)  # object-like macros only
             if dm:
                 defines[dm.group(1)] = dm.group(2).strip() or "1"
         out.append("")
