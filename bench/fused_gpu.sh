@@ -38,47 +38,39 @@ mkdir -p "$out/plans"
 started=$SECONDS
 : > "$out/points.txt"
 
-# A copy of linear judged only at the down projection's decode shapes.
-down=$out/linear_down
-rm -rf "$down" && cp -r "$root/problems/linear" "$down"
-python3 - "$down/problem.json" <<'PY'
-import json, sys
-path = sys.argv[1]
+# decode_copy NAME PROBLEM K OVERRIDES: a copy of a built-in problem judged
+# only at decode shapes (M 1 and 16 over N 4096 and K, a ragged M 7 × N 4104
+# checked), holding only its decode templates `stream` and `streamk`, their
+# default params updated from OVERRIDES ({"template": {"PARAM": value}}) and
+# their sources found from the copy's folder; prints the copy's folder.
+decode_copy() {
+  local dir=$out/$1
+  rm -rf "$dir" && cp -r "$root/problems/$2" "$dir"
+  python3 - "$dir/problem.json" "$1" "$root/problems/$2" "$3" "$4" <<'PY'
+import json, os, sys
+path, name, origin, k, overrides = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), json.loads(sys.argv[5])
 p = json.load(open(path))
-p["name"] = "linear_down"
-p["dims"] = {"M": 16, "N": 4096, "K": 14336}
+p["name"] = name
+p["dims"] = {"M": 16, "N": 4096, "K": k}
 p["shapes"] = [{"name": "decode_1", "dims": {"M": 1}, "weight": 1},
                {"name": "decode_16", "dims": {"M": 16}, "weight": 1},
                {"name": "decode_ragged", "dims": {"M": 7, "N": 4104}, "timed": False}]
 p.pop("dispatch", None)
-# The decode templates only, at defaults valid for K = 14336 (stream's MODE 1
-# needs K == CW * XK: its MODE 0 at 32 rows per CTA instead).
 p["templates"] = [t for t in p["templates"] if t["name"] in ("stream", "streamk")]
 for t in p["templates"]:
-    t["plan"]["params"].update({"MODE": 0, "STAGES": 4} if t["name"] == "stream" else {})
-    t["plan"]["params"]["RPC"] = 32
+    t["plan"]["params"].update(overrides.get(t["name"], {}))
+    t["source"] = os.path.normpath(os.path.join(origin, t["source"]))  # linear_residual's stream is linear's
 json.dump(p, open(path, "w"), indent=1)
 PY
+  echo "$dir"
+}
 
-# A copy of linear_residual judged only at the o projection's decode shapes
-# (N = K = 4096: 32 MiB of W, the op furthest from a plain read of its bytes).
-oproj=$out/residual_o
-rm -rf "$oproj" && cp -r "$root/problems/linear_residual" "$oproj"
-python3 - "$oproj/problem.json" "$root/problems/linear_residual" <<'PY'
-import json, os, sys
-path = sys.argv[1]
-p = json.load(open(path))
-p["name"] = "residual_o"
-p["dims"] = {"M": 16, "N": 4096, "K": 4096}
-p["shapes"] = [{"name": "decode_1", "dims": {"M": 1}, "weight": 1},
-               {"name": "decode_16", "dims": {"M": 16}, "weight": 1},
-               {"name": "decode_ragged", "dims": {"M": 7, "N": 4104}, "timed": False}]
-p.pop("dispatch", None)
-p["templates"] = [t for t in p["templates"] if t["name"] in ("stream", "streamk")]
-for t in p["templates"]:  # the copy sits elsewhere: stream's source is linear's
-    t["source"] = os.path.normpath(os.path.join(sys.argv[2], t["source"]))
-json.dump(p, open(path, "w"), indent=1)
-PY
+# linear at the down projection's decode shapes, at defaults valid for
+# K = 14336 (stream's MODE 1 needs K == CW * XK: its MODE 0 at 32 rows per CTA
+# instead); linear_residual at the o projection's (N = K = 4096: 32 MiB of W,
+# the op furthest from a plain read of its bytes).
+down=$(decode_copy linear_down linear 14336 '{"stream": {"MODE": 0, "STAGES": 4, "RPC": 32}, "streamk": {"RPC": 32}}')
+oproj=$(decode_copy residual_o linear_residual 4096 '{}')
 
 # point NAME PROBLEM_DIR TEMPLATE [PARAM=VALUE ...]: the template's plan with
 # its default params overridden, judged at every case of the problem.
