@@ -50,7 +50,9 @@ enum class TolerancePolicy {
   // error, share of half-precision elements off the correctly rounded value,
   // and its worst element's error past the strict relative bound, in atols);
   // the candidate may have library_margin times the first two and
-  // library_worst_margin times the third. Never stricter than
+  // library_worst_margin times the third (or times the library's worst
+  // element over 8 fresh inputs of the set, measured once when the
+  // evaluator starts, where that is larger). Never stricter than
   // kStrict. For ops whose vendor library is not correctly rounded (fused
   // attention rounds P to bf16): what an engine accepts when it swaps the
   // library call for a kernel. Needs baseline.library and reference_fp32.

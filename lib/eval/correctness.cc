@@ -61,8 +61,9 @@ bool LocalEvaluator::Mismatched(const TensorSpec& spec, size_t t, const InputSet
     }
     if (tol.library_l2 >= 0) {
       std::snprintf(text, sizeof(text),
-                    "; %s on the same inputs: L2 relative error %.3g, worst element %.3g atol past the relative bound",
-                    baseline_name_.c_str(), tol.library_l2, tol.library_worst);
+                    "; %s on the same inputs: L2 relative error %.3g, worst element %.3g atol past the relative "
+                    "bound (%.3g at most on this set's calibration inputs)",
+                    baseline_name_.c_str(), tol.library_l2, tol.library_worst, tol.library_worst_calibrated);
       e->message += text;
     }
   }
@@ -131,6 +132,8 @@ bool LocalEvaluator::CheckOutputs(const InputSet& set, size_t set_index, uint64_
     library_widest_.library_inexact_fraction =
         std::max(library_widest_.library_inexact_fraction, tol.library_inexact_fraction);
     library_widest_.library_worst = std::max(library_widest_.library_worst, tol.library_worst);
+    library_widest_.library_worst_calibrated =
+        std::max(library_widest_.library_worst_calibrated, tol.library_worst_calibrated);
     library_widest_.elementwise_scale = std::max(library_widest_.elementwise_scale, tol.elementwise_scale);
   }
   for (size_t t = 0; t < problem_.tensors.size(); ++t) {
@@ -141,6 +144,10 @@ bool LocalEvaluator::CheckOutputs(const InputSet& set, size_t set_index, uint64_
     auto c = Compare(cand_.ptr[t], ref_.ptr[t], elements_[t], spec.dtype, tol.atol, tol.Rtol(spec.dtype),
                      nullptr, 0.0, *groups, tol.elementwise_scale);
     if (!c.ok()) return judge_error(c.status());
+    if (problem_.tolerance.policy == TolerancePolicy::kLibrary) {
+      candidate_worst_ = std::max(candidate_worst_, c->max_excess);
+      candidate_worst_share_ = std::max(candidate_worst_share_, c->max_excess / tol.elementwise_scale);
+    }
     auto allowed = AllowedL2(tol, t, ref_.ptr[t], c->l2);
     if (!allowed.ok()) return judge_error(allowed.status());
     SetTolerance tol_t = tol;

@@ -378,6 +378,7 @@ void LocalEvaluator::Judge(const Candidate& candidate, const CompileResult& comp
   if (options_.compile_only) return JudgeCompileOnly(candidate, compiled, e);
   candidate_start_ = EvalClock::now();
   library_widest_ = SetTolerance{};
+  candidate_worst_ = candidate_worst_share_ = 0.0;
   RunFailure failure;
   std::unique_ptr<PreparedPlan> plan = Prepare(compiled, candidate.plan, e, &failure);
   if (!plan) {
@@ -420,7 +421,7 @@ void LocalEvaluator::Judge(const Candidate& candidate, const CompileResult& comp
   e->check_ms += MsSince(start_recheck);
   if (!rechecked) return;
   e->status = EvalStatus::kOk;
-  char text[400];
+  char text[512];
   std::snprintf(text, sizeof(text), "correct; median %.4f ms", e->timing->median_ms);
   e->message = text;
   if (e->speedup) {
@@ -436,9 +437,12 @@ void LocalEvaluator::Judge(const Candidate& candidate, const CompileResult& comp
     e->message += " [library tolerance]";
     std::snprintf(text, sizeof(text),
                   "accuracy held to %s on the same inputs at every check (library policy): its L2 relative "
-                  "error up to %.3g, inexact elements up to %.3g%%, worst element %.3g atol past the relative bound",
+                  "error up to %.3g, inexact elements up to %.3g%%, worst element %.3g atol past the relative bound "
+                  "(%.3g on the calibration inputs); the candidate's worst element %.3g atol, at most %.2f of its "
+                  "check's bound",
                   baseline_name_.c_str(), library_widest_.library_l2,
-                  100 * std::max(0.0, library_widest_.library_inexact_fraction), library_widest_.library_worst);
+                  100 * std::max(0.0, library_widest_.library_inexact_fraction), library_widest_.library_worst,
+                  library_widest_.library_worst_calibrated, candidate_worst_, candidate_worst_share_);
     e->details += (e->details.empty() ? "" : "\n") + std::string(text);
   }
   double suspicious_ms = options_.suspicious_floor_fraction * floor_ms_;

@@ -109,6 +109,12 @@ struct SetTolerance {
   double library_l2 = -1.0;
   double library_inexact_fraction = -1.0;
   double library_worst = -1.0;
+  // kLibrary: the library's worst element over kLibraryCalibrationSeeds
+  // fresh inputs of this set, measured once at calibration. The worst
+  // element of one check is the largest of the few elements the library
+  // rounds more than a step off, a noisy statistic; the bound uses the larger
+  // of it and this one (docs/evaluation.md).
+  double library_worst_calibrated = 0.0;
 
   // The share of a half output's elements that may sit on the other side of
   // a rounding boundary from the reference, whatever the twin does.
@@ -279,6 +285,9 @@ class LocalEvaluator final : public Evaluator {
   // library's error on the inputs the vault holds now (the library runs on
   // them into ref32_, after RunReference), never narrower than `strict`.
   StatusOr<SetTolerance> LibraryTolerance(const InputSet& set, const SetTolerance& strict);
+  // kLibrary: SetTolerance::library_worst_calibrated of every set, from the
+  // library on kLibraryCalibrationSeeds fresh inputs of each.
+  Status CalibrateLibraryWorst();
   Status TimeReferenceAndBaseline();
   // One timed run of the baseline on base_ with fresh inputs of `set`.
   StatusOr<double> TimeBaselineOnce(const InputSet& set, RunFailure* failure);
@@ -351,6 +360,11 @@ class LocalEvaluator final : public Evaluator {
   // kLibrary: the widest tolerance the library gave one candidate's checks
   // (reset per candidate; said in its details).
   SetTolerance library_widest_;
+  // kLibrary: the largest worst element of one candidate's checks (atols past
+  // the relative bound) and its largest share of what its check allowed
+  // (reset per candidate; said in its details).
+  double candidate_worst_ = 0.0;
+  double candidate_worst_share_ = 0.0;
   std::string baseline_name_;
   double watchdog_seconds_ = 2.0;
   double floor_ms_ = 0.0;

@@ -101,6 +101,8 @@ TEST_F(GpuLibraryPolicy, AcceptsWhatTheLibraryDoesAndNoMore) {
   EXPECT_EQ(engine.status, EvalStatus::kOk) << engine.Report();
   EXPECT_NE(engine.details.find("accuracy held to cudnn_sdpa on the same inputs"), std::string::npos)
       << engine.details;
+  EXPECT_NE(engine.details.find("on the calibration inputs); the candidate's worst element"), std::string::npos)
+      << engine.details;
   ASSERT_TRUE(engine.speedup);
   EXPECT_EQ(engine.speedup->baseline, "cudnn_sdpa");
   // P rounded to 4 bits: more rounding than the library, on every set.
