@@ -25,6 +25,7 @@ concurrent_targets=(ksearch_worker_tests ksearch_worker llm_unit_test llm_client
 configure() {  # DIR SANITIZERS
   cmake -S "$root" -B "$1" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="-O1 -g" \
         -DKSEARCH_SANITIZE="$2" -DKSEARCH_BUILD_EXAMPLES=OFF -DKSEARCH_BUILD_BENCH=OFF \
+        -DKSEARCH_BUILD_GPU_TESTS=OFF \
         "${launcher[@]}" >/dev/null
 }
 
