@@ -101,8 +101,13 @@ TEST_F(GpuLibraryPolicy, AcceptsWhatTheLibraryDoesAndNoMore) {
   EXPECT_EQ(engine.status, EvalStatus::kOk) << engine.Report();
   EXPECT_NE(engine.details.find("accuracy held to cudnn_sdpa on the same inputs"), std::string::npos)
       << engine.details;
-  EXPECT_NE(engine.details.find("on the calibration inputs); the candidate's worst element"), std::string::npos)
-      << engine.details;
+  // The library's worst element over the calibration inputs was measured:
+  // cuDNN rounds some outputs of every input set more than one step off.
+  size_t calibrated = engine.details.find(" on the calibration inputs); the candidate's worst element");
+  ASSERT_NE(calibrated, std::string::npos) << engine.details;
+  size_t open = engine.details.rfind('(', calibrated);
+  ASSERT_NE(open, std::string::npos) << engine.details;
+  EXPECT_GT(std::strtod(engine.details.c_str() + open + 1, nullptr), 1.0) << engine.details;
   ASSERT_TRUE(engine.speedup);
   EXPECT_EQ(engine.speedup->baseline, "cudnn_sdpa");
   // P rounded to 4 bits: more rounding than the library, on every set.
