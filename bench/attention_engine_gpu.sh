@@ -11,6 +11,10 @@
 #                                               BUNDLE defaults to .gpu-bundle
 #                                               (scripts/gpu-bundle.sh)
 #
+#   ATTN_POINTS="label;label;..."  only these points, in this order (a label
+#                                  may repeat: a second figure of it in the
+#                                  same call); ATTN_TORCH=0 skips PyTorch.
+#
 # Scratch (problem copies, plans, each evaluation's JSON) goes to
 # /tmp/attention_engine_gpu; the table and every evaluation's JSON in one
 # file (evaluations.json) also to $OUT when it is set. Asserts nothing.
@@ -62,8 +66,10 @@ POINTS = [
     ("wgmma default", FULL, "wgmma", {}),
     ("cluster default", FULL, "cluster", {}),
     ("split default", FULL, "split", {}),
+    ("wgmma prefill bucket", PREFILL, "wgmma", {}),
+    ("wgmma EPI=0", PREFILL, "wgmma", {"EPI": 0}),
     ("wgmma QBUF=2", PREFILL, "wgmma", {"QBUF": 2}),
-    ("wgmma STAGES=3", PREFILL, "wgmma", {"STAGES": 3}),
+    ("wgmma STAGES=3 EPI=0", PREFILL, "wgmma", {"STAGES": 3, "EPI": 0}),  # STAGES 3 leaves no room for EPI 1
     ("wgmma CTAS=1e6", PREFILL, "wgmma", {"CTAS": 1000000}),
     ("wgmma SECT=8", PREFILL, "wgmma", {"SECT": 8}),
     ("wgmma SECT=64", PREFILL, "wgmma", {"SECT": 64}),
@@ -82,6 +88,11 @@ def evaluate(i, label, problem, template, params, limit_s):
     t = templates[template]
     plan = copy.deepcopy(t["plan"])
     plan["params"].update(params)
+    if template == "wgmma":  # EPI 1 (the default) takes an o map, EPI 0 the pointer
+        args = plan["launches"][0]["args"]
+        i = next(k for k, a in enumerate(args) if a == "o" or (isinstance(a, dict) and a.get("tensor_map") == "o"))
+        args[i] = "o" if plan["params"].get("EPI") == 0 else {"tensor_map": "o", "box": [64, 1, "min(64, Sq)", 1],
+                                                            "swizzle": "128B"}
     plan_file = os.path.join(out, f"plan_{i:02d}.json")
     json.dump(plan, open(plan_file, "w"))
     cmd = [ksearch, "eval", problem, "--source", os.path.join(problem_dir, t["source"]), "--plan", plan_file,
@@ -106,6 +117,8 @@ def evaluate(i, label, problem, template, params, limit_s):
 # figures frame the rest, and it takes a bounded ~30 s.
 torch_rows = []
 try:
+    if os.environ.get("ATTN_TORCH", "1") == "0":
+        raise RuntimeError("skipped (ATTN_TORCH=0)")
     sys.path.insert(0, os.path.join(root, "bench"))
     import problems_vs_torch as yard
     torch_rows = yard.attention_backends(yard.attention_cases("attention_engine"))
@@ -113,6 +126,15 @@ except Exception as e:  # noqa: BLE001
     print(f"PyTorch comparison failed: {e}", flush=True)
 
 # The points in order of importance, while the call's 4 minutes last (225 s for the evaluations).
+# ATTN_POINTS="label;label;..." runs only those points (each may be repeated: a second figure of the
+# same point in the same call), ATTN_TORCH=0 skips PyTorch.
+only = [x.strip() for x in os.environ.get("ATTN_POINTS", "").split(";") if x.strip()]
+if only:
+    by_label = {p[0]: p for p in POINTS}
+    missing = [x for x in only if x not in by_label]
+    if missing:
+        sys.exit(f"attention_engine_gpu: no point named {missing} (points: {sorted(by_label)})")
+    POINTS = [by_label[x] for x in only]
 results = []
 for i, (label, problem, template, params) in enumerate(POINTS):
     left = 225 - (time.time() - started)
