@@ -88,11 +88,9 @@ def evaluate(i, label, problem, template, params, limit_s):
     t = templates[template]
     plan = copy.deepcopy(t["plan"])
     plan["params"].update(params)
-    if template == "wgmma":  # EPI 1 (the default) takes an o map, EPI 0 the pointer
+    if template == "wgmma" and plan["params"].get("EPI") == 0:  # the plan's o map becomes the pointer
         args = plan["launches"][0]["args"]
-        i = next(k for k, a in enumerate(args) if a == "o" or (isinstance(a, dict) and a.get("tensor_map") == "o"))
-        args[i] = "o" if plan["params"].get("EPI") == 0 else {"tensor_map": "o", "box": [64, 1, "min(64, Sq)", 1],
-                                                            "swizzle": "128B"}
+        args[:] = ["o" if isinstance(a, dict) and a.get("tensor_map") == "o" else a for a in args]
     plan_file = os.path.join(out, f"plan_{i:02d}.json")
     json.dump(plan, open(plan_file, "w"))
     cmd = [ksearch, "eval", problem, "--source", os.path.join(problem_dir, t["source"]), "--plan", plan_file,
