@@ -68,6 +68,7 @@ POINTS = [
     ("split default", FULL, "split", {}),
     ("wgmma prefill bucket", PREFILL, "wgmma", {}),
     ("wgmma EPI=0", PREFILL, "wgmma", {"EPI": 0}),
+    ("wgmma SCHED=0", PREFILL, "wgmma", {"SCHED": 0}),
     ("wgmma QBUF=2", PREFILL, "wgmma", {"QBUF": 2}),
     ("wgmma STAGES=3 EPI=0", PREFILL, "wgmma", {"STAGES": 3, "EPI": 0}),  # STAGES 3 leaves no room for EPI 1
     ("wgmma CTAS=1e6", PREFILL, "wgmma", {"CTAS": 1000000}),

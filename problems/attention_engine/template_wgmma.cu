@@ -8,12 +8,15 @@
 // of head h of batch b is at ((b*S + i)*H + h)*D. Query i sees key j when
 // j <= i + (Skv - Sq) and j < Skv.
 //
-// Persistent: a grid of min(items, CTAS) CTAs walks the units (a unit is a
-// 128-query tile of one head of one batch) in a fixed order:
-//   - an item is a head's p-th heaviest query tile (the most keys) and its
-//     p-th lightest: every item costs about nq + 1 key tiles, so CTA c of G
-//     taking items c, c + G, c + 2G, ... balances the causal work to within
-//     one item (3% at prefill and long: 1024 items on 132 CTAs);
+// Persistent: a grid of min(pairs, CTAS) CTAs walks the units (a unit is a
+// 128-query tile of one head of one batch):
+//   - items are a head's p-th heaviest query tile (the most keys) with its
+//     p-th lightest, which cost about the same (nq + 1 key tiles), and, with
+//     SCHED 1 (the default), the last section's units one by one, heaviest
+//     first, handed out by a ticket counter in the workspace: the CTAs that
+//     finish first take the heavy ones and the light ones fill the last round
+//     (SCHED 0: pairs only, CTA c of G taking items c, c + G, ...: the last
+//     round of 1024 pairs on 132 CTAs runs 100 of them);
 //   - items are numbered head section by head section, a section holding
 //     about SECT MiB of K and V, so that the CTAs running at one time share
 //     the keys of few heads (L2 hits).
@@ -65,13 +68,14 @@
 // bf16 pairs straight from registers (4-byte stores, half of every 32-byte
 // sector written per warp store).
 //
-// Entry: attn_engine_wgmma(qmap, kmap, vmap, omap, B, H, Sq, Skv), grid
+// Entry: attn_engine_wgmma(qmap, kmap, vmap, omap, B, H, Sq, Skv, tickets), grid
 // (min(ceil_div(ceil_div(Sq, 128), 2) * H * B, CTAS)), block 384, dynamic
 // shared memory 1024 + 256 * (128 * QBUF + 2 * STAGES * BN) + 32768 * EPI
 // bytes; qmap is {"tensor_map": "q", "box": [64, 1, "min(128, Sq)", 1],
 // "swizzle": "128B"}, kmap and vmap {"tensor_map": "k" / "v", "box": [64, 1,
 // "BN", 1], "swizzle": "128B"} (Skv >= BN), omap {"tensor_map": "o", "box":
-// [64, 1, "min(64, Sq)", 1], "swizzle": "128B"} (with EPI = 0 the pointer o).
+// [64, 1, "min(64, Sq)", 1], "swizzle": "128B"} (with EPI = 0 the pointer o);
+// tickets is one i32 of workspace, any value at the launch (CTA 0 sets it).
 // Design and measurements: docs/notes/attention-templates.md, "attention_engine".
 #include <cuda_bf16.h>
 
@@ -90,6 +94,9 @@
 #ifndef QBUF
 #define QBUF 2
 #endif
+#ifndef SCHED
+#define SCHED 1  // 1: the last section in single units, handed out by tickets; 0: pairs, CTA c takes c, c + G, ...
+#endif
 #ifndef EPI
 #define EPI 1  // 1: O staged in shared memory and stored by TMA (the plan passes an o map); 0: stored from registers
 #endif
@@ -105,8 +112,8 @@
 #define Q_BYTES (2 * HALF_Q)       // one Q buffer
 
 #if (BN != 64 && BN != 128) || STAGES < 2 || STAGES > 4 || CTAS < 1 || SECT < 1 || QBUF < 1 || QBUF > 2 || \
-    (EPI != 0 && EPI != 1)
-#error "attn_engine_wgmma: BN is 64 or 128, STAGES 2..4, QBUF 1 or 2, EPI 0 or 1, CTAS and SECT positive"
+    (EPI != 0 && EPI != 1) || (SCHED != 0 && SCHED != 1)
+#error "attn_engine_wgmma: BN is 64 or 128, STAGES 2..4, QBUF 1 or 2, EPI and SCHED 0 or 1, CTAS and SECT positive"
 #endif
 
 namespace {
@@ -214,52 +221,103 @@ __device__ __forceinline__ void Release(unsigned bar) {
 __device__ __forceinline__ void Turn(int wg) { asm volatile("bar.sync %0, 256;" ::"r"(2 + wg) : "memory"); }
 __device__ __forceinline__ void Pass(int wg) { asm volatile("bar.arrive %0, 256;" ::"r"(3 - wg) : "memory"); }
 
-// The schedule, the same in the producer and the consumers. An item is a
-// (batch, head) and a pair of its query tiles, the p-th heaviest and the
-// p-th lightest (nq - 1 - p and p: together nq + 1 key tiles at Sq = Skv,
-// so that every item costs about the same; one tile alone when the two
-// coincide). Items are numbered section by section (hs heads a section), and
-// CTA c of G takes items c, c + G, c + 2G, ..., the heavy tile of each first.
-struct Schedule {
-  int nq, npair, HB, hs, nitems;
-  int v, w;  // the cursor: item v, its heavy (w = 0) or light (w = 1) tile
+// The schedule. An item is one or two units of one (batch, head). A pair
+// item holds a head's p-th heaviest query tile (the most keys) and its p-th
+// lightest (nq - 1 - p and p: together nq + 1 key tiles at Sq = Skv, so that
+// every pair costs about the same; one tile alone when the two coincide).
+// Items are numbered section by section (hs heads a section), so that the
+// CTAs running at one time share the keys of few heads.
+//   SCHED 0: every section in pairs; CTA c of G takes items c, c + G, ...:
+//            balanced to within one pair (3% at prefill and long: 1024
+//            pairs on 132 CTAs end in a round of 100).
+//   SCHED 1: every section but the last in pairs, the last one in single
+//            units, heaviest first; CTA c takes items c and c + G, then the
+//            next ticket of a counter in the workspace (CTA 0 sets it to 2G
+//            at its start), so that the CTAs that finish first take the
+//            heavy singles and the light ones fill the last round (a list
+//            schedule: within 0.4% of an even split at prefill and long,
+//            counted in MMA turns, against 3.1%).
+struct Items {
+  int nq, npair, HB, hs, npi, tail0, theads, nitems;
 
-  __device__ __forceinline__ Schedule(int Sq, int Skv, int H, int B) {
+  __device__ __forceinline__ Items(int Sq, int Skv, int H, int B) {
     nq = (Sq + BM - 1) / BM;
     npair = (nq + 1) / 2;
     HB = H * B;
-    nitems = npair * HB;
     // Heads per L2 section: SECT MiB of K and V (512 bytes per key and head).
     hs = (int)max(1ll, min((long long)HB, ((long long)SECT << 20) / ((long long)Skv * 512)));
-    v = blockIdx.x;
-    w = 0;
+#if SCHED
+    tail0 = (HB - 1) / hs * hs;  // the last section's first head
+    theads = HB - tail0;
+    npi = tail0 * npair;         // pair items: every section but the last
+    nitems = npi + theads * nq;
+#else
+    tail0 = HB;
+    theads = 0;
+    npi = nitems = npair * HB;
+#endif
   }
-  // The cursor's unit (its query tile and batch * H + head); false past the end.
-  __device__ __forceinline__ bool Get(int& qtile, int& hb) const {
-    if (v >= nitems) return false;
-    const int per = hs * npair, sec = v / per, r = v - sec * per;
-    const int heads = min(hs, HB - sec * hs);
-    const int p = r / heads;
-    hb = sec * hs + r % heads;
-    qtile = w == 0 ? nq - 1 - p : p;
-    return true;
-  }
-  __device__ __forceinline__ void Advance() {
-    int qtile = 0, hb = 0;
-    Get(qtile, hb);
-    if (w == 0 && qtile != nq - 1 - qtile) {
-      w = 1;
+  // Item v's units (its heavier query tile q1, the other q2 or -1) and head.
+  __device__ __forceinline__ void Get(int v, int& q1, int& q2, int& hb) const {
+    if (v < npi) {
+      const int per = hs * npair, sec = v / per, r = v - sec * per;
+      const int heads = min(hs, HB - sec * hs);
+      const int p = r / heads;
+      hb = sec * hs + r % heads;
+      q1 = nq - 1 - p;
+      q2 = p == q1 ? -1 : p;
     } else {
-      w = 0;
-      v += gridDim.x;
+      const int r = v - npi;
+      q1 = nq - 1 - r / theads;
+      q2 = -1;
+      hb = tail0 + r % theads;
     }
   }
-  // Whether the cursor's unit is this CTA's last.
-  __device__ __forceinline__ bool Last() const {
-    Schedule next = *this;
-    next.Advance();
-    int qtile, hb;
-    return !next.Get(qtile, hb);
+};
+
+// The producer's cursor over its CTA's units. With SCHED 1 the ticket of the
+// next item is drawn while the producer streams the key tiles of the item's
+// last unit (Prefetch, once the last tile's K stage is free: the consumers
+// are then about two MMA turns from the unit's end), so that the CTAs finishing first take the
+// next items and the atomic's latency stays off the path to the next unit.
+// A CTA draws from its second item on, long after CTA 0 set the counter at
+// its start. A ticket outside [0, nitems) ends the CTA's work. Whatever the
+// counter held at the launch, every item is run: the tickets drawn after
+// CTA 0's reset run from 2G upward, and CTA 0 itself draws until one runs
+// past the end; an earlier draw can only end a CTA early or repeat an item
+// (which writes the same bytes again).
+struct Feed {
+  Items it;
+  int* tickets;
+  int v, pre, q1, q2, hb, w;  // the item, the next one (-1: not drawn yet), the item's units and head, which
+
+  __device__ __forceinline__ Feed(const Items& items, int* counter)
+      : it(items), tickets(counter), v(blockIdx.x), pre(blockIdx.x + gridDim.x), q1(0), q2(-1), hb(0), w(0) {
+    if (Valid()) it.Get(v, q1, q2, hb);
+  }
+  __device__ __forceinline__ bool Valid() const { return v >= 0 && v < it.nitems; }
+  __device__ __forceinline__ void Unit(int& qtile, int& h) const {
+    qtile = w == 0 ? q1 : q2;
+    h = hb;
+  }
+  __device__ __forceinline__ void Prefetch() {
+#if SCHED
+    if (pre < 0 && (w == 1 || q2 < 0)) pre = atomicAdd(tickets, 1);
+#endif
+  }
+  __device__ __forceinline__ void Advance() {
+    if (w == 0 && q2 >= 0) {
+      w = 1;
+      return;
+    }
+    w = 0;
+#if SCHED
+    v = pre;
+    pre = -1;
+#else
+    v += gridDim.x;
+#endif
+    if (Valid()) it.Get(v, q1, q2, hb);
   }
 };
 
@@ -368,7 +426,7 @@ attn_engine_wgmma(const __grid_constant__ TensorMap qmap, const __grid_constant_
 #else
                   __nv_bfloat16* __restrict__ o,
 #endif
-                  int B, int H, int Sq, int Skv) {
+                  int B, int H, int Sq, int Skv, int* __restrict__ tickets) {
   extern __shared__ unsigned char shared_raw[];
   const unsigned sQ = ((unsigned)__cvta_generic_to_shared(shared_raw) + 1023u) & ~1023u;
   const unsigned sK = sQ + QBUF * Q_BYTES, sV = sK + STAGES * TILE_BYTES;
@@ -383,6 +441,7 @@ attn_engine_wgmma(const __grid_constant__ TensorMap qmap, const __grid_constant_
   // consumer warp (8).
   __shared__ __align__(8) unsigned long long k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
   __shared__ __align__(8) unsigned long long q_full[QBUF], q_empty[QBUF];
+  __shared__ int unit_info[QBUF][2];  // the unit of each Q buffer: query tile (-1: none, the end), head
   const unsigned kf = (unsigned)__cvta_generic_to_shared(k_full), ke = (unsigned)__cvta_generic_to_shared(k_empty);
   const unsigned vf = (unsigned)__cvta_generic_to_shared(v_full), ve = (unsigned)__cvta_generic_to_shared(v_empty);
   const unsigned qf = (unsigned)__cvta_generic_to_shared(q_full), qe = (unsigned)__cvta_generic_to_shared(q_empty);
@@ -408,14 +467,29 @@ attn_engine_wgmma(const __grid_constant__ TensorMap qmap, const __grid_constant_
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
     if (threadIdx.x == THREADS) {
       const unsigned qbytes = 2u * (unsigned)min(BM, Sq) * 128u;  // the Q box is min(128, Sq) rows
-      int n = 0, nu = 0;  // key tiles and units issued so far
-      int qtile, hb;
-      for (Schedule sched(Sq, Skv, H, B); sched.Get(qtile, hb); sched.Advance(), ++nu) {
-        const Unit x = MakeUnit(qtile, hb, H, Sq, Skv);
+#if SCHED
+      if (blockIdx.x == 0) atomicExch(tickets, 2 * (int)gridDim.x);
+#endif
+      int n = 0;  // key tiles issued so far
+      Feed feed(Items(Sq, Skv, H, B), tickets);
+      for (int nu = 0;; ++nu) {
         // Unit nu's Q goes to buffer nu % QBUF, once both warpgroups are done
-        // with the unit QBUF before.
+        // with the unit QBUF before, and with it the unit's query tile and
+        // head, which the consumers read once the Q copy has landed; past the
+        // CTA's last unit, the end (-1) with a plain arrival.
         const int qb = nu % QBUF;
         if (nu >= QBUF) WaitBar(qe + 8 * qb, ((nu / QBUF) - 1) & 1);
+        if (nu > 0) feed.Advance();
+        if (!feed.Valid()) {
+          unit_info[qb][0] = -1;
+          asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(qf + 8 * qb) : "memory");
+          break;
+        }
+        int qtile, hb;
+        feed.Unit(qtile, hb);
+        const Unit x = MakeUnit(qtile, hb, H, Sq, Skv);
+        unit_info[qb][0] = qtile;
+        unit_info[qb][1] = hb;
         ExpectBytes(qf + 8 * qb, qbytes);
         TmaHalf(sQ + qb * Q_BYTES, qmap, 0, x.h, x.q0, x.b, qf + 8 * qb);
         TmaHalf(sQ + qb * Q_BYTES + HALF_Q, qmap, 64, x.h, x.q0, x.b, qf + 8 * qb);
@@ -423,6 +497,7 @@ attn_engine_wgmma(const __grid_constant__ TensorMap qmap, const __grid_constant_
           const int s = n % STAGES;
           const unsigned ph = ((n / STAGES) - 1) & 1;
           if (n >= STAGES) WaitBar(ke + 8 * s, ph);
+          if (t == x.ntiles - 1) feed.Prefetch();
           ExpectBytes(kf + 8 * s, TILE_BYTES);
           TmaHalf(sK + s * TILE_BYTES, kmap, 0, x.h, t * BN, x.b, kf + 8 * s);
           TmaHalf(sK + s * TILE_BYTES + HALF_KV, kmap, 64, x.h, t * BN, x.b, kf + 8 * s);
@@ -442,11 +517,13 @@ attn_engine_wgmma(const __grid_constant__ TensorMap qmap, const __grid_constant_
 #endif
     const float sl2 = rsqrtf((float)HD) * 1.4426950408889634f;  // softmax scale times log2(e)
     if (wg == 1) Pass(1);                                        // warpgroup 0 takes the first turn
-    int n = 0, nu = 0;  // key tiles and units consumed so far
-    int qtile, hb;
-    for (Schedule sched(Sq, Skv, H, B); sched.Get(qtile, hb); sched.Advance(), ++nu) {
-      const Unit x = MakeUnit(qtile, hb, H, Sq, Skv);
-      const bool last_unit = sched.Last();
+    int n = 0;  // key tiles consumed so far
+    for (int nu = 0;; ++nu) {
+      const int qb = nu % QBUF;
+      WaitBar(qf + 8 * qb, (nu / QBUF) & 1);  // the unit's Q, and which unit it is (-1: the CTA's end)
+      const int qtile = unit_info[qb][0];
+      if (qtile < 0) break;
+      const Unit x = MakeUnit(qtile, unit_info[qb][1], H, Sq, Skv);
       const int wrow0 = x.q0 + wg * 64;           // this warpgroup's first query row
       const int row_a = wrow0 + warp * 16 + g;    // this thread's rows: row_a and row_a + 8
       // Key tiles [0, nvis) hold keys some row of this warpgroup sees (at
@@ -463,9 +540,7 @@ attn_engine_wgmma(const __grid_constant__ TensorMap qmap, const __grid_constant_
       unsigned p[BN / 16][4];  // P of the last tile, as the A operand
       float sacc[BN / 2], alpha[2];
 
-      const int qb = nu % QBUF;
       const unsigned aQ = sQ + qb * Q_BYTES + wg * 64 * 128;  // this warpgroup's 64 rows of Q
-      WaitBar(qf + 8 * qb, (nu / QBUF) & 1);
       WaitBar(kf + 8 * (n % STAGES), (n / STAGES) & 1);
       Turn(wg);
       WgmmaFence();
@@ -508,11 +583,10 @@ attn_engine_wgmma(const __grid_constant__ TensorMap qmap, const __grid_constant_
       WgmmaFence();
       PV(oacc, p, sV + (nv % STAGES) * TILE_BYTES);
       WgmmaCommit();
-      // Warpgroup 1 skips its very last pass, so that every barrier ends balanced.
-      if (!(wg == 1 && last_unit && nvis + 1 == nturns)) Pass(wg);
+      Pass(wg);
       for (int i = nvis + 1; i < nturns; ++i) {
         Turn(wg);
-        if (!(wg == 1 && last_unit && i == nturns - 1)) Pass(wg);
+        Pass(wg);
       }
       WgmmaWait<0>();
       Pin(oacc);
@@ -577,6 +651,7 @@ attn_engine_wgmma(const __grid_constant__ TensorMap qmap, const __grid_constant_
       }
 #endif
     }
+    if (wg == 0) Turn(0);  // warpgroup 1's last pass: every barrier ends balanced
 #if EPI
     if ((threadIdx.x & 127) == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 #endif

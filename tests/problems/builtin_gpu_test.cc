@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <span>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "ksearch/evaluator.h"
 #include "ksearch/problem.h"
@@ -138,6 +140,53 @@ TEST(AttentionEngineOnGpu, DecodeTemplatesPassTheLibraryPolicyEveryTime) {
       if (t.name != "wgmma")
         kernels.push_back(t.kernel.ToCandidate("template:" + t.name + "#" + std::to_string(round), "t"));
   ASSERT_EQ(kernels.size(), 6u);
+  for (const Evaluation& e : (*evaluator)->Evaluate(kernels)) {
+    std::printf("attention_engine %s: %s\n%s\n", e.candidate_id.c_str(), e.Report().c_str(), e.details.c_str());
+    EXPECT_EQ(e.status, EvalStatus::kOk) << e.candidate_id << " " << e.Report();
+  }
+}
+
+// attention_engine's prefill template (wgmma) under the library policy at
+// shapes that exercise its schedule: a ragged one in one L2 section (its
+// units one by one, heaviest first), a rectangular chunk (Sq < Skv), and 32
+// heads of 2048 in two sections (pairs, then single units by ticket). Each
+// at the default (tickets), with SCHED 0 (pairs only, a fixed order) and
+// with 8 CTAs, so that every CTA draws dozens of tickets from a counter the
+// judge poisons before every run (the template sets it itself; an item
+// missed or run twice would show as a wrong or a poisoned output). Skips
+// without cuDNN.
+TEST(AttentionEngineOnGpu, PrefillTemplateIsCorrectWithEverySchedule) {
+  KSEARCH_REQUIRE_GPU();
+  auto p = LoadProblem("attention_engine");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto small = p->AtCase(0);
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  auto q = small->WithDims({{"B", 2}, {"H", 8}, {"Sq", 1000}, {"Skv", 1000}});
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  q->shapes = {ShapeCase{"odd", {}, 1.0, true},
+               ShapeCase{"chunk", {{"B", 1}, {"Sq", 300}}, 1.0, true},
+               ShapeCase{"two_sections", {{"B", 1}, {"H", 32}, {"Sq", 2048}, {"Skv", 2048}}, 1.0, true}};
+  ASSERT_TRUE(q->Validate().ok()) << q->Validate().ToString();
+  EvaluatorOptions options;
+  options.max_timing_seconds = 0.2;
+  auto evaluator = CreateLocalEvaluator(*q, options);
+  if (!evaluator.ok() && evaluator.status().message().find("libcudnn") != std::string::npos)
+    GTEST_SKIP() << evaluator.status().message();
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
+  const TemplateSpec* wgmma = nullptr;
+  for (const TemplateSpec& t : q->templates)
+    if (t.name == "wgmma") wgmma = &t;
+  ASSERT_NE(wgmma, nullptr);
+  std::vector<Candidate> kernels;
+  for (const auto& [label, param, value] : std::vector<std::tuple<std::string, std::string, int64_t>>{
+           {"default", "", 0}, {"SCHED=0", "SCHED", 0}, {"CTAS=8", "CTAS", 8}}) {
+    Candidate c = wgmma->kernel.ToCandidate("template:wgmma " + label, "t");
+    bool found = param.empty();
+    for (auto& [name, v] : c.plan.params)
+      if (name == param) v = value, found = true;
+    ASSERT_TRUE(found) << param;
+    kernels.push_back(std::move(c));
+  }
   for (const Evaluation& e : (*evaluator)->Evaluate(kernels)) {
     std::printf("attention_engine %s: %s\n%s\n", e.candidate_id.c_str(), e.Report().c_str(), e.details.c_str());
     EXPECT_EQ(e.status, EvalStatus::kOk) << e.candidate_id << " " << e.Report();
