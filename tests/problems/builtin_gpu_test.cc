@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <span>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "ksearch/evaluator.h"
@@ -29,7 +29,8 @@ TEST_P(BuiltinProblemOnGpu, StartingKernelAndTemplatesPassStrictCheck) {
   auto evaluator = CreateLocalEvaluator(*p, options);
   ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
   std::vector<Candidate> kernels = {p->start.ToCandidate("start", "t")};
-  for (const TemplateSpec& t : p->templates) kernels.push_back(t.kernel.ToCandidate("template:" + t.name, "t"));
+  for (const TemplateSpec& t : p->templates)
+    kernels.push_back(t.kernel.ToCandidate("template:" + t.name, "t"));
   auto ref = (*evaluator)->reference_timing();
   auto base = (*evaluator)->baseline_timing();
   std::printf("%s: reference %.4f ms, baseline %.4f ms\n", GetParam(), ref ? ref->median_ms : -1.0,
@@ -48,8 +49,9 @@ TEST_P(BuiltinProblemOnGpu, StartingKernelAndTemplatesPassStrictCheck) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BuiltinProblemOnGpu,
-                         ::testing::Values("softmax", "layernorm", "matmul", "conv2d", "conv2d_relu_maxpool",
-                                           "add_rmsnorm", "swiglu", "rope", "rmsnorm_bf16"));
+                         ::testing::Values("softmax", "layernorm", "matmul", "conv2d",
+                                           "conv2d_relu_maxpool", "add_rmsnorm", "swiglu", "rope",
+                                           "rmsnorm_bf16"));
 // Not in the list: linear. Its wgmma template passes the L2 bound but leaves
 // 1 or 2 of 10^8 elements past the strict elementwise bound in about a third
 // of evaluations at the prefill cases (docs/notes/linear-templates.md), which
@@ -94,13 +96,45 @@ TEST(LinearOnGpu, CublasLtReadsTheWeightAsNByK) {
   Evaluation nk = JudgeStartOfLinear("nk");
   ASSERT_EQ(nk.status, EvalStatus::kOk) << nk.Report();
   ASSERT_TRUE(nk.speedup);
-  if (nk.speedup->baseline.find("unavailable") != std::string::npos) GTEST_SKIP() << nk.speedup->baseline;
+  if (nk.speedup->baseline.find("unavailable") != std::string::npos)
+    GTEST_SKIP() << nk.speedup->baseline;
   EXPECT_EQ(nk.speedup->baseline, "cublaslt_gemm");
   Evaluation kn = JudgeStartOfLinear("kn");
   ASSERT_EQ(kn.status, EvalStatus::kOk) << kn.Report();
   ASSERT_TRUE(kn.speedup);
   EXPECT_NE(kn.speedup->baseline.find("cublaslt_gemm fails the strict check"), std::string::npos)
       << kn.speedup->baseline;
+}
+
+// attention_engine at `dims` with `cases` (all timed briefly): the kernels
+// `pick` returns (`count` of them) each pass the library policy. Skips
+// without cuDNN.
+void ExpectAttentionEngineCorrect(const std::vector<std::pair<std::string, int64_t>>& dims,
+                                  std::vector<ShapeCase> cases,
+                                  const std::function<std::vector<Candidate>(const Problem&)>& pick,
+                                  size_t count) {
+  KSEARCH_REQUIRE_GPU();
+  auto p = LoadProblem("attention_engine");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto small = p->AtCase(0);
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  auto q = small->WithDims(dims);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  q->shapes = std::move(cases);
+  ASSERT_TRUE(q->Validate().ok()) << q->Validate().ToString();
+  EvaluatorOptions options;
+  options.max_timing_seconds = 0.2;
+  auto evaluator = CreateLocalEvaluator(*q, options);
+  if (!evaluator.ok() && evaluator.status().message().find("libcudnn") != std::string::npos)
+    GTEST_SKIP() << evaluator.status().message();
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
+  const std::vector<Candidate> kernels = pick(*q);
+  ASSERT_EQ(kernels.size(), count);
+  for (const Evaluation& e : (*evaluator)->Evaluate(kernels)) {
+    std::printf("attention_engine %s: %s\n%s\n", e.candidate_id.c_str(), e.Report().c_str(),
+                e.details.c_str());
+    EXPECT_EQ(e.status, EvalStatus::kOk) << e.candidate_id << " " << e.Report();
+  }
 }
 
 // attention_engine's decoding templates under the library policy, at the
@@ -116,81 +150,59 @@ TEST(LinearOnGpu, CublasLtReadsTheWeightAsNByK) {
 // (docs/evaluation.md, "Tolerance relative to the library"). Skips without
 // cuDNN.
 TEST(AttentionEngineOnGpu, DecodeTemplatesPassTheLibraryPolicyEveryTime) {
-  KSEARCH_REQUIRE_GPU();
-  auto p = LoadProblem("attention_engine");
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
-  auto small = p->AtCase(0);
-  ASSERT_TRUE(small.ok()) << small.status().ToString();
-  auto q = small->WithDims({{"B", 1}, {"Sq", 16}, {"Skv", 4096}});
-  ASSERT_TRUE(q.ok()) << q.status().ToString();
-  q->shapes = {ShapeCase{"decode_2k", {{"Sq", 1}, {"Skv", 2048}}, 1.0, true},
-               ShapeCase{"decode16_2k", {{"Sq", 16}, {"Skv", 2048}}, 1.0, true},
-               ShapeCase{"decode", {{"Sq", 1}, {"Skv", 4096}}, 1.0, true},
-               ShapeCase{"decode16", {{"Sq", 16}, {"Skv", 4096}}, 1.0, true}};
-  ASSERT_TRUE(q->Validate().ok()) << q->Validate().ToString();
-  EvaluatorOptions options;
-  options.max_timing_seconds = 0.2;
-  auto evaluator = CreateLocalEvaluator(*q, options);
-  if (!evaluator.ok() && evaluator.status().message().find("libcudnn") != std::string::npos)
-    GTEST_SKIP() << evaluator.status().message();
-  ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
-  std::vector<Candidate> kernels;
-  for (int round = 0; round < 3; ++round)
-    for (const TemplateSpec& t : q->templates)
-      if (t.name != "wgmma")
-        kernels.push_back(t.kernel.ToCandidate("template:" + t.name + "#" + std::to_string(round), "t"));
-  ASSERT_EQ(kernels.size(), 6u);
-  for (const Evaluation& e : (*evaluator)->Evaluate(kernels)) {
-    std::printf("attention_engine %s: %s\n%s\n", e.candidate_id.c_str(), e.Report().c_str(), e.details.c_str());
-    EXPECT_EQ(e.status, EvalStatus::kOk) << e.candidate_id << " " << e.Report();
-  }
+  ExpectAttentionEngineCorrect(
+      {{"B", 1}, {"Sq", 16}, {"Skv", 4096}},
+      {ShapeCase{"decode_2k", {{"Sq", 1}, {"Skv", 2048}}, 1.0, true},
+       ShapeCase{"decode16_2k", {{"Sq", 16}, {"Skv", 2048}}, 1.0, true},
+       ShapeCase{"decode", {{"Sq", 1}, {"Skv", 4096}}, 1.0, true},
+       ShapeCase{"decode16", {{"Sq", 16}, {"Skv", 4096}}, 1.0, true}},
+      [](const Problem& q) {
+        std::vector<Candidate> kernels;
+        for (int round = 0; round < 3; ++round)
+          for (const TemplateSpec& t : q.templates)
+            if (t.name != "wgmma")
+              kernels.push_back(
+                  t.kernel.ToCandidate("template:" + t.name + "#" + std::to_string(round), "t"));
+        return kernels;
+      },
+      6);
 }
 
 // attention_engine's prefill template (wgmma) under the library policy at
 // shapes that exercise its schedule: a ragged one in one L2 section (its
 // units one by one, heaviest first), a rectangular chunk (Sq < Skv), and 32
 // heads of 2048 in two sections (pairs, then single units by ticket). Each
-// at the default (tickets), with SCHED 0 (pairs only, a fixed order) and
-// with 8 CTAs, so that every CTA draws dozens of tickets from a counter the
-// judge poisons before every run (the template sets it itself; an item
+// at the default (tickets), with SCHED 0 (pairs only, a fixed order), with
+// two Q buffers (the producer a unit ahead) and with 8 CTAs, so that every CTA draws dozens of
+// tickets from a counter the judge poisons before every run (the template sets it itself; an item
 // missed or run twice would show as a wrong or a poisoned output). Skips
 // without cuDNN.
 TEST(AttentionEngineOnGpu, PrefillTemplateIsCorrectWithEverySchedule) {
-  KSEARCH_REQUIRE_GPU();
-  auto p = LoadProblem("attention_engine");
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
-  auto small = p->AtCase(0);
-  ASSERT_TRUE(small.ok()) << small.status().ToString();
-  auto q = small->WithDims({{"B", 2}, {"H", 8}, {"Sq", 1000}, {"Skv", 1000}});
-  ASSERT_TRUE(q.ok()) << q.status().ToString();
-  q->shapes = {ShapeCase{"odd", {}, 1.0, true},
-               ShapeCase{"chunk", {{"B", 1}, {"Sq", 300}}, 1.0, true},
-               ShapeCase{"two_sections", {{"B", 1}, {"H", 32}, {"Sq", 2048}, {"Skv", 2048}}, 1.0, true}};
-  ASSERT_TRUE(q->Validate().ok()) << q->Validate().ToString();
-  EvaluatorOptions options;
-  options.max_timing_seconds = 0.2;
-  auto evaluator = CreateLocalEvaluator(*q, options);
-  if (!evaluator.ok() && evaluator.status().message().find("libcudnn") != std::string::npos)
-    GTEST_SKIP() << evaluator.status().message();
-  ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
-  const TemplateSpec* wgmma = nullptr;
-  for (const TemplateSpec& t : q->templates)
-    if (t.name == "wgmma") wgmma = &t;
-  ASSERT_NE(wgmma, nullptr);
-  std::vector<Candidate> kernels;
-  for (const auto& [label, param, value] : std::vector<std::tuple<std::string, std::string, int64_t>>{
-           {"default", "", 0}, {"SCHED=0", "SCHED", 0}, {"CTAS=8", "CTAS", 8}}) {
-    Candidate c = wgmma->kernel.ToCandidate("template:wgmma " + label, "t");
-    bool found = param.empty();
-    for (auto& [name, v] : c.plan.params)
-      if (name == param) v = value, found = true;
-    ASSERT_TRUE(found) << param;
-    kernels.push_back(std::move(c));
-  }
-  for (const Evaluation& e : (*evaluator)->Evaluate(kernels)) {
-    std::printf("attention_engine %s: %s\n%s\n", e.candidate_id.c_str(), e.Report().c_str(), e.details.c_str());
-    EXPECT_EQ(e.status, EvalStatus::kOk) << e.candidate_id << " " << e.Report();
-  }
+  ExpectAttentionEngineCorrect(
+      {{"B", 2}, {"H", 8}, {"Sq", 1000}, {"Skv", 1000}},
+      {ShapeCase{"odd", {{"Sq", 1000}}, 1.0, true},
+       ShapeCase{"chunk", {{"B", 1}, {"Sq", 300}}, 1.0, true},
+       ShapeCase{"two_sections", {{"B", 1}, {"H", 32}, {"Sq", 2048}, {"Skv", 2048}}, 1.0, true}},
+      [](const Problem& q) {
+        std::vector<Candidate> kernels;
+        for (const TemplateSpec& t : q.templates) {
+          if (t.name != "wgmma") continue;
+          using Params = std::vector<std::pair<std::string, int64_t>>;
+          for (const Params& change :
+               std::vector<Params>{{}, {{"SCHED", 0}}, {{"CTAS", 8}}, {{"QBUF", 2}}}) {
+            std::string label = change.empty() ? " default" : "";
+            for (const auto& [name, value] : change)
+              label += " " + name + "=" + std::to_string(value);
+            Candidate c = t.kernel.ToCandidate("template:wgmma" + label, "t");
+            for (auto& [name, v] : c.plan.params)
+              for (const auto& [changed, value] : change)
+                if (name == changed) v = value;
+            kernels.push_back(std::move(c));
+          }
+        }
+        return kernels;
+      },
+      4);
 }
 
 // The fused projections at small, ragged shapes (a decode-sized M of 5 and a
@@ -205,7 +217,8 @@ struct FusedCase {
   std::vector<std::pair<std::string, int64_t>> dims;
 };
 
-std::vector<Evaluation> JudgeFusedAtSmallShapes(const FusedCase& c, const std::string& intermediate) {
+std::vector<Evaluation> JudgeFusedAtSmallShapes(const FusedCase& c,
+                                                const std::string& intermediate) {
   auto p = LoadProblem(c.problem);
   EXPECT_TRUE(p.ok()) << p.status().ToString();
   if (!p.ok()) return {};
@@ -215,7 +228,8 @@ std::vector<Evaluation> JudgeFusedAtSmallShapes(const FusedCase& c, const std::s
   auto q = small->WithDims(c.dims);
   EXPECT_TRUE(q.ok()) << q.status().ToString();
   if (!q.ok()) return {};
-  q->shapes = {ShapeCase{"decode", {{"M", 5}}, 1.0, true}, ShapeCase{"tail", {{"M", 37}}, 1.0, true}};
+  q->shapes = {ShapeCase{"decode", {{"M", 5}}, 1.0, true},
+               ShapeCase{"tail", {{"M", 37}}, 1.0, true}};
   if (!intermediate.empty()) q->baseline.settings.emplace_back("intermediate", intermediate);
   EXPECT_TRUE(q->Validate().ok()) << q->Validate().ToString();
   EvaluatorOptions options;
@@ -225,9 +239,11 @@ std::vector<Evaluation> JudgeFusedAtSmallShapes(const FusedCase& c, const std::s
   EXPECT_TRUE(evaluator.ok()) << evaluator.status().ToString();
   if (!evaluator.ok()) return {};
   std::vector<Candidate> kernels = {q->start.ToCandidate("start", "t")};
-  for (const TemplateSpec& t : q->templates) kernels.push_back(t.kernel.ToCandidate("template:" + t.name, "t"));
+  for (const TemplateSpec& t : q->templates)
+    kernels.push_back(t.kernel.ToCandidate("template:" + t.name, "t"));
   std::vector<Evaluation> results = (*evaluator)->Evaluate(kernels);
-  for (const Evaluation& e : results) std::printf("%s (%s): %s", c.problem, intermediate.c_str(), e.Report().c_str());
+  for (const Evaluation& e : results)
+    std::printf("%s (%s): %s", c.problem, intermediate.c_str(), e.Report().c_str());
   return results;
 }
 
@@ -240,7 +256,8 @@ TEST_P(FusedProblemOnGpu, KernelsAreCorrectAndTheSequenceIsTheBaseline) {
   for (const Evaluation& e : results) {
     EXPECT_EQ(e.status, EvalStatus::kOk) << GetParam().problem << " " << e.Report();
     ASSERT_TRUE(e.speedup) << e.Report();
-    if (e.speedup->baseline.find("unavailable") != std::string::npos) GTEST_SKIP() << e.speedup->baseline;
+    if (e.speedup->baseline.find("unavailable") != std::string::npos)
+      GTEST_SKIP() << e.speedup->baseline;
     auto p = LoadProblem(GetParam().problem);
     EXPECT_EQ(e.speedup->baseline, p->baseline.library) << e.speedup->baseline;
   }
@@ -253,16 +270,20 @@ TEST_P(FusedProblemOnGpu, ASequenceWithABf16IntermediateFailsTheStrictCheck) {
   const Evaluation& start = results.front();
   ASSERT_EQ(start.status, EvalStatus::kOk) << start.Report();
   ASSERT_TRUE(start.speedup);
-  if (start.speedup->baseline.find("unavailable") != std::string::npos) GTEST_SKIP() << start.speedup->baseline;
-  EXPECT_NE(start.speedup->baseline.find("fails the strict check"), std::string::npos) << start.speedup->baseline;
+  if (start.speedup->baseline.find("unavailable") != std::string::npos)
+    GTEST_SKIP() << start.speedup->baseline;
+  EXPECT_NE(start.speedup->baseline.find("fails the strict check"), std::string::npos)
+      << start.speedup->baseline;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, FusedProblemOnGpu,
-    ::testing::Values(FusedCase{"linear_swiglu", {{"N", 200}, {"K", 4096}}},
-                      FusedCase{"linear_residual", {{"N", 200}, {"K", 4096}}},
-                      FusedCase{"linear_qkv_rope", {{"K", 4096}, {"heads", 4}, {"kv_heads", 2}}}),
-    [](const ::testing::TestParamInfo<FusedCase>& param) { return std::string(param.param.problem); });
+INSTANTIATE_TEST_SUITE_P(All, FusedProblemOnGpu,
+                         ::testing::Values(FusedCase{"linear_swiglu", {{"N", 200}, {"K", 4096}}},
+                                           FusedCase{"linear_residual", {{"N", 200}, {"K", 4096}}},
+                                           FusedCase{"linear_qkv_rope",
+                                                     {{"K", 4096}, {"heads", 4}, {"kv_heads", 2}}}),
+                         [](const ::testing::TestParamInfo<FusedCase>& param) {
+                           return std::string(param.param.problem);
+                         });
 
 }  // namespace
 }  // namespace ksearch
