@@ -173,10 +173,10 @@ TEST(AttentionEngineOnGpu, DecodeTemplatesPassTheLibraryPolicyEveryTime) {
 // units one by one, heaviest first), a rectangular chunk (Sq < Skv), and 32
 // heads of 2048 in two sections (pairs, then single units by ticket). Each
 // at the default (tickets), with SCHED 0 (pairs only, a fixed order), with
-// two Q buffers (the producer a unit ahead) and with 8 CTAs, so that every CTA draws dozens of
-// tickets from a counter the judge poisons before every run (the template sets it itself; an item
-// missed or run twice would show as a wrong or a poisoned output). Skips
-// without cuDNN.
+// two Q buffers (the producer a unit ahead) and with 8 CTAs, so that every
+// CTA draws dozens of tickets from a counter the judge poisons before every
+// run (the template sets it itself; an item no CTA ran would leave poison in
+// the output). Skips without cuDNN.
 TEST(AttentionEngineOnGpu, PrefillTemplateIsCorrectWithEverySchedule) {
   ExpectAttentionEngineCorrect(
       {{"B", 2}, {"H", 8}, {"Sq", 1000}, {"Skv", 1000}},
