@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU run of the fused projections and the decode layout for K = 14336
-# (linear_swiglu, linear_residual, linear_qkv_rope; linear's streamk and tma
-# TAIL): on the GPU host, from the repository root, with the bundle of
+# (linear_swiglu, linear_residual, linear_qkv_rope; linear's streamk, and tma
+# with and without its tail strips): on the GPU host, from the repository root, with the bundle of
 # scripts/gpu-bundle.sh in .gpu-bundle (or $KSEARCH_BUNDLE):
 #
 #   bench/fused_gpu.sh [OUT_DIR]          (default: fused-gpu; about 6 minutes)
@@ -107,7 +107,7 @@ point swiglu_streamk_rpc112   "$P/linear_swiglu" streamk RPC=112
 point qkv_rope_tma            "$P/linear_qkv_rope" tma
 point qkv_rope_streamk        "$P/linear_qkv_rope" streamk
 point linear_tma              "$P/linear" tma
-point linear_tma_tail         "$P/linear" tma TAIL=1
+point linear_tma_notail       "$P/linear" tma TAIL=0
 point linear_streamk          "$P/linear" streamk
 point down_streamk            "$down" streamk
 point down_streamk_cw4        "$down" streamk CW=4 XK=512

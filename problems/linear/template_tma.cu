@@ -34,12 +34,21 @@
 // vertically adjacent tiles, each copying a quarter of the W tile: 128 +
 // BN / 4 rows per K slice (plan: SMS 128, so that 32 clusters of four fit).
 //
-// TAIL = 1 (opt-in, not yet measured; CL = 2, EPI = 1) cuts a last round at
-// most half full into strips of BN / 2 columns, one per cluster, so that it
-// takes about half a round on twice as many SMs, with no workspace and no
-// second launch (see the Tail helpers below). The plan is the default's.
+// TAIL = 1 (the default; CL = 2, EPI = 1, BN 128 or 256; 1.5-2% faster at
+// prefill on the H200 than TAIL = 0, docs/notes/linear-templates.md) cuts a
+// last round at most half full into strips of BN / 2 columns, one per
+// cluster, so that it takes about half a round on twice as many SMs, with no
+// workspace and no second launch (see the Tail helpers below). The plan is
+// the same with TAIL = 0.
 //
-// SK = 1 (opt-in: 1% faster at prefill, slower at square on the H200) splits the last round of tiles along K when it
+// BN = 320 (opt-in, with TAIL = 0 and STAGES = 3, the most that fit; CL 2 or
+// 4, so that a CTA's W box is at most 256 rows) is the tile width cuBLASLt
+// picks at prefill: 22 rounds of 128 x 320 tiles instead of 28 of 128 x 256
+// (14336 = 44.8 x 320). Each consumer issues two m64n160k16 a k step. With
+// three stages it measured 2% slower than the default at prefill on the H200
+// (and STAGES = 3 at BN 256 3.7% slower than 4): the ring is too short.
+//
+// SK = 1 (opt-in, with TAIL = 0: 1% faster at prefill, slower at square on the H200) splits the last round of tiles along K when it
 // is at most half full, through fp32 partials in the workspace "ws" and a
 // second kernel, linear_tma_fixup (see Tail below). STAG > 0 (opt-in:
 // no measurable gain with EPI = 1) staggers the two consumers by STAG K slices in each tile so that
@@ -100,7 +109,7 @@
 #define STAG 0  // > 0: consumer 2 starts each tile only after consumer 1 issued STAG K slices of it
 #endif
 #ifndef TAIL
-#define TAIL 0  // 1: a last round at most 1 / CL full is cut into tiles of BN / CL columns (CL 2, EPI 1)
+#define TAIL 0  // 1 (the plan's default): a last round at most 1 / CL full is cut into tiles of BN / CL columns
 #endif
 
 #define BM 128
@@ -128,6 +137,9 @@
 #endif
 #if TAIL != 0 && TAIL != 1
 #error "TAIL must be 0 or 1"
+#endif
+#if BN == 320 && (CL == 1 || !MC || SK)
+#error "BN 320 needs CL 2 or 4 (a W box is at most 256 rows), MC 1 and SK 0"
 #endif
 #if TAIL && (CL != 2 || SK || !EPI || !MC || (BN != 128 && BN != 256))
 #error "TAIL needs CL 2, SK 0, EPI 1, MC 1 and BN 128 or 256"
@@ -230,8 +242,57 @@ __device__ __forceinline__ void Wgmma(float (&d)[64], unsigned long long a, unsi
       : "l"(a), "l"(b), "r"(accumulate)
       : "memory");
 }
+#elif BN == 320
+// Half H of the m64n320 product: m64n160k16 into accumulators 80H .. 80H + 79
+// (columns 160H .. 160H + 159 of the tile), B at the descriptor of its rows.
+template <int H>
+__device__ __forceinline__ void WgmmaHalf(float (&d)[160], unsigned long long a, unsigned long long b,
+                                          int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %82, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
+      "}, %80, %81, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[80 * H + 0]), "+f"(d[80 * H + 1]), "+f"(d[80 * H + 2]), "+f"(d[80 * H + 3]),
+        "+f"(d[80 * H + 4]), "+f"(d[80 * H + 5]), "+f"(d[80 * H + 6]), "+f"(d[80 * H + 7]),
+        "+f"(d[80 * H + 8]), "+f"(d[80 * H + 9]), "+f"(d[80 * H + 10]), "+f"(d[80 * H + 11]),
+        "+f"(d[80 * H + 12]), "+f"(d[80 * H + 13]), "+f"(d[80 * H + 14]), "+f"(d[80 * H + 15]),
+        "+f"(d[80 * H + 16]), "+f"(d[80 * H + 17]), "+f"(d[80 * H + 18]), "+f"(d[80 * H + 19]),
+        "+f"(d[80 * H + 20]), "+f"(d[80 * H + 21]), "+f"(d[80 * H + 22]), "+f"(d[80 * H + 23]),
+        "+f"(d[80 * H + 24]), "+f"(d[80 * H + 25]), "+f"(d[80 * H + 26]), "+f"(d[80 * H + 27]),
+        "+f"(d[80 * H + 28]), "+f"(d[80 * H + 29]), "+f"(d[80 * H + 30]), "+f"(d[80 * H + 31]),
+        "+f"(d[80 * H + 32]), "+f"(d[80 * H + 33]), "+f"(d[80 * H + 34]), "+f"(d[80 * H + 35]),
+        "+f"(d[80 * H + 36]), "+f"(d[80 * H + 37]), "+f"(d[80 * H + 38]), "+f"(d[80 * H + 39]),
+        "+f"(d[80 * H + 40]), "+f"(d[80 * H + 41]), "+f"(d[80 * H + 42]), "+f"(d[80 * H + 43]),
+        "+f"(d[80 * H + 44]), "+f"(d[80 * H + 45]), "+f"(d[80 * H + 46]), "+f"(d[80 * H + 47]),
+        "+f"(d[80 * H + 48]), "+f"(d[80 * H + 49]), "+f"(d[80 * H + 50]), "+f"(d[80 * H + 51]),
+        "+f"(d[80 * H + 52]), "+f"(d[80 * H + 53]), "+f"(d[80 * H + 54]), "+f"(d[80 * H + 55]),
+        "+f"(d[80 * H + 56]), "+f"(d[80 * H + 57]), "+f"(d[80 * H + 58]), "+f"(d[80 * H + 59]),
+        "+f"(d[80 * H + 60]), "+f"(d[80 * H + 61]), "+f"(d[80 * H + 62]), "+f"(d[80 * H + 63]),
+        "+f"(d[80 * H + 64]), "+f"(d[80 * H + 65]), "+f"(d[80 * H + 66]), "+f"(d[80 * H + 67]),
+        "+f"(d[80 * H + 68]), "+f"(d[80 * H + 69]), "+f"(d[80 * H + 70]), "+f"(d[80 * H + 71]),
+        "+f"(d[80 * H + 72]), "+f"(d[80 * H + 73]), "+f"(d[80 * H + 74]), "+f"(d[80 * H + 75]),
+        "+f"(d[80 * H + 76]), "+f"(d[80 * H + 77]), "+f"(d[80 * H + 78]), "+f"(d[80 * H + 79])
+      : "l"(a), "l"(b), "r"(accumulate)
+      : "memory");
+}
+
+// The 64 x 320 product of one warpgroup as two m64n160k16 (wgmma's widest N
+// is 256): the same A, B rows 0 .. 159 and 160 .. 319 (160 rows of 128 bytes
+// further on: 20 whole 1024-byte swizzle atoms).
+__device__ __forceinline__ void Wgmma(float (&d)[160], unsigned long long a, unsigned long long b, int accumulate) {
+  WgmmaHalf<0>(d, a, b, accumulate);
+  WgmmaHalf<1>(d, a, b + ((160 * 128) >> 4), accumulate);
+}
 #else
-#error "BN must be 128, 192 or 256"
+#error "BN must be 128, 192, 256 or 320"
 #endif
 
 #if TAIL
@@ -712,6 +773,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #if TAIL
         if (b >= out_boxes) break;  // a strip's BN / CL columns
 #endif
+        if (n0 + 64 * b >= N) break;  // wholly past N: in the last tile column when N % BN <= BN - 64
         const unsigned buf = out_buf + (boxes & 1) * 8192;
         if (leader) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
         asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");

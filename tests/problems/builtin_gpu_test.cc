@@ -2,6 +2,7 @@
 // the strict check at full size.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <span>
@@ -106,15 +107,16 @@ TEST(LinearOnGpu, CublasLtReadsTheWeightAsNByK) {
       << kn.speedup->baseline;
 }
 
-// attention_engine at `dims` with `cases` (all timed briefly): the kernels
-// `pick` returns (`count` of them) each pass the library policy. Skips
-// without cuDNN.
-void ExpectAttentionEngineCorrect(const std::vector<std::pair<std::string, int64_t>>& dims,
-                                  std::vector<ShapeCase> cases,
-                                  const std::function<std::vector<Candidate>(const Problem&)>& pick,
-                                  size_t count) {
+// `problem` at `dims` with `cases` (all timed briefly): the kernels `pick`
+// returns (`count` of them) each pass the problem's policy. `seed` fixes the
+// inputs (0: fresh secret inputs every evaluation). Skips without cuDNN.
+void ExpectProblemKernelsCorrect(const char* problem,
+                                 const std::vector<std::pair<std::string, int64_t>>& dims,
+                                 std::vector<ShapeCase> cases,
+                                 const std::function<std::vector<Candidate>(const Problem&)>& pick,
+                                 size_t count, uint64_t seed = 0) {
   KSEARCH_REQUIRE_GPU();
-  auto p = LoadProblem("attention_engine");
+  auto p = LoadProblem(problem);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   auto small = p->AtCase(0);
   ASSERT_TRUE(small.ok()) << small.status().ToString();
@@ -124,6 +126,7 @@ void ExpectAttentionEngineCorrect(const std::vector<std::pair<std::string, int64
   ASSERT_TRUE(q->Validate().ok()) << q->Validate().ToString();
   EvaluatorOptions options;
   options.max_timing_seconds = 0.2;
+  options.replay_input_seed = seed;
   auto evaluator = CreateLocalEvaluator(*q, options);
   if (!evaluator.ok() && evaluator.status().message().find("libcudnn") != std::string::npos)
     GTEST_SKIP() << evaluator.status().message();
@@ -131,10 +134,38 @@ void ExpectAttentionEngineCorrect(const std::vector<std::pair<std::string, int64
   const std::vector<Candidate> kernels = pick(*q);
   ASSERT_EQ(kernels.size(), count);
   for (const Evaluation& e : (*evaluator)->Evaluate(kernels)) {
-    std::printf("attention_engine %s: %s\n%s\n", e.candidate_id.c_str(), e.Report().c_str(),
+    std::printf("%s %s: %s\n%s\n", problem, e.candidate_id.c_str(), e.Report().c_str(),
                 e.details.c_str());
     EXPECT_EQ(e.status, EvalStatus::kOk) << e.candidate_id << " " << e.Report();
   }
+}
+
+using Params = std::vector<std::pair<std::string, int64_t>>;
+
+// Template `name` of `q` once per entry of `changes`: its default plan with
+// those params set (a param the plan does not list, such as an opt-in macro,
+// is added), labelled by what changed.
+std::vector<Candidate> TemplateVariants(const Problem& q, const std::string& name,
+                                        const std::vector<Params>& changes) {
+  std::vector<Candidate> kernels;
+  for (const TemplateSpec& t : q.templates) {
+    if (t.name != name) continue;
+    for (const Params& change : changes) {
+      std::string label = change.empty() ? " default" : "";
+      for (const auto& [param, value] : change) label += " " + param + "=" + std::to_string(value);
+      Candidate c = t.kernel.ToCandidate("template:" + name + label, "t");
+      for (const auto& [param, value] : change) {
+        auto it = std::find_if(c.plan.params.begin(), c.plan.params.end(),
+                               [&](const auto& kv) { return kv.first == param; });
+        if (it != c.plan.params.end())
+          it->second = value;
+        else
+          c.plan.params.emplace_back(param, value);
+      }
+      kernels.push_back(std::move(c));
+    }
+  }
+  return kernels;
 }
 
 // attention_engine's decoding templates under the library policy, at the
@@ -150,8 +181,8 @@ void ExpectAttentionEngineCorrect(const std::vector<std::pair<std::string, int64
 // (docs/evaluation.md, "Tolerance relative to the library"). Skips without
 // cuDNN.
 TEST(AttentionEngineOnGpu, DecodeTemplatesPassTheLibraryPolicyEveryTime) {
-  ExpectAttentionEngineCorrect(
-      {{"B", 1}, {"Sq", 16}, {"Skv", 4096}},
+  ExpectProblemKernelsCorrect(
+      "attention_engine", {{"B", 1}, {"Sq", 16}, {"Skv", 4096}},
       {ShapeCase{"decode_2k", {{"Sq", 1}, {"Skv", 2048}}, 1.0, true},
        ShapeCase{"decode16_2k", {{"Sq", 16}, {"Skv", 2048}}, 1.0, true},
        ShapeCase{"decode", {{"Sq", 1}, {"Skv", 4096}}, 1.0, true},
@@ -178,31 +209,34 @@ TEST(AttentionEngineOnGpu, DecodeTemplatesPassTheLibraryPolicyEveryTime) {
 // run (the template sets it itself; an item no CTA ran would leave poison in
 // the output). Skips without cuDNN.
 TEST(AttentionEngineOnGpu, PrefillTemplateIsCorrectWithEverySchedule) {
-  ExpectAttentionEngineCorrect(
-      {{"B", 2}, {"H", 8}, {"Sq", 1000}, {"Skv", 1000}},
+  ExpectProblemKernelsCorrect(
+      "attention_engine", {{"B", 2}, {"H", 8}, {"Sq", 1000}, {"Skv", 1000}},
       {ShapeCase{"odd", {{"Sq", 1000}}, 1.0, true},
        ShapeCase{"chunk", {{"B", 1}, {"Sq", 300}}, 1.0, true},
        ShapeCase{"two_sections", {{"B", 1}, {"H", 32}, {"Sq", 2048}, {"Skv", 2048}}, 1.0, true}},
       [](const Problem& q) {
-        std::vector<Candidate> kernels;
-        for (const TemplateSpec& t : q.templates) {
-          if (t.name != "wgmma") continue;
-          using Params = std::vector<std::pair<std::string, int64_t>>;
-          for (const Params& change :
-               std::vector<Params>{{}, {{"SCHED", 0}}, {{"CTAS", 8}}, {{"QBUF", 2}}}) {
-            std::string label = change.empty() ? " default" : "";
-            for (const auto& [name, value] : change)
-              label += " " + name + "=" + std::to_string(value);
-            Candidate c = t.kernel.ToCandidate("template:wgmma" + label, "t");
-            for (auto& [name, v] : c.plan.params)
-              for (const auto& [changed, value] : change)
-                if (name == changed) v = value;
-            kernels.push_back(std::move(c));
-          }
-        }
-        return kernels;
+        return TemplateVariants(q, "wgmma", {{}, {{"SCHED", 0}}, {{"CTAS", 8}}, {{"QBUF", 2}}});
       },
       4);
+}
+
+// linear's prefill template `tma` at ragged shapes, on fixed inputs (the
+// kernel is deterministic, so each result is the same every run): the
+// default (128 x 256 tiles, with the tail strips that prefill_ragged's last
+// round takes), without the strips (TAIL 0), and the 128 x 320 tile (two
+// m64n160 MMAs a k step, three stages), whose last tile column at N 3848
+// holds 8 columns (the second CTA's W box wholly past N, four of its five
+// output boxes skipped).
+TEST(LinearOnGpu, TmaTemplateIsCorrectAtEveryTileWidth) {
+  ExpectProblemKernelsCorrect(
+      "linear", {{"M", 1000}, {"N", 3848}, {"K", 1024}},
+      {ShapeCase{"ragged", {{"M", 1000}}, 1.0, true},
+       ShapeCase{"prefill_ragged", {{"M", 4095}, {"N", 4104}, {"K", 4096}}, 1.0, true}},
+      [](const Problem& q) {
+        return TemplateVariants(q, "tma",
+                                {{}, {{"TAIL", 0}}, {{"BN", 320}, {"STAGES", 3}, {"TAIL", 0}}});
+      },
+      3, 29);
 }
 
 // The fused projections at small, ragged shapes (a decode-sized M of 5 and a
