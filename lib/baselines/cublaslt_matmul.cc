@@ -125,6 +125,7 @@ struct CublasLtMatmul::Impl {
   // timed operands of 1.0 before, which keep the tensor cores cooler than
   // the inputs the judge times on).
   Status FillPattern(CUdeviceptr buffer, uint64_t count, CUstream stream) const {
+    if (count == 0) return Status::Ok();
     constexpr uint64_t kBlock = uint64_t{1} << 19;  // 1 MiB, then copied over
     std::vector<uint16_t> host(static_cast<size_t>(std::min(count, kBlock)));
     uint64_t state = 0x9E3779B97F4A7C15ull;
