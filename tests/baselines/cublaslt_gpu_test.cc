@@ -12,12 +12,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include "baselines/cublaslt_matmul.h"
 #include "cuda/objects.h"
+#include "problems/bf16_host.h"
 #include "test_util.h"
 
 namespace ksearch {
@@ -30,12 +30,7 @@ void FillNormal(const internal::DriverApi& api, CUdeviceptr buffer, uint64_t cou
   std::mt19937 generator(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<uint16_t> host(std::min<uint64_t>(count, uint64_t{1} << 22));
-  for (uint16_t& v : host) {
-    const float x = normal(generator);
-    uint32_t bits;
-    std::memcpy(&bits, &x, sizeof(bits));
-    v = static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);  // round to nearest even
-  }
+  for (uint16_t& v : host) v = testing::ToBf16(normal(generator));
   ASSERT_EQ(api.cuMemcpyHtoD(buffer, host.data(), host.size() * 2), CUDA_SUCCESS);
   for (uint64_t done = host.size(); done < count;) {
     const uint64_t copy = std::min(done, count - done);
