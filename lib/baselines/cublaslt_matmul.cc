@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "baselines/dynamic_library.h"
+#include "baselines/fastest.h"
 #include "cuda/driver.h"
 #include "cuda/objects.h"
 
@@ -22,14 +23,8 @@ namespace ksearch::internal {
 struct CublasLtMatmul::Impl {
   // cuBLAS's advice for Hopper: 32 MiB of workspace lets every kernel run.
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-  // Heuristic candidates timed; the fewest rounds over all of them, and
-  // back-to-back runs of a candidate in one turn of a round; how long all
-  // of them run in turn, untimed, before the rounds (at most so many passes).
+  // Heuristic candidates timed (fastest.h).
   static constexpr int kCandidates = 8;
-  static constexpr int kMinRounds = 5;
-  static constexpr int kTimedRuns = 2;
-  static constexpr float kWarmMs = 100;
-  static constexpr int kMaxWarmPasses = 50;
 
   ~Impl() {
     if (out) cublasLtMatrixLayoutDestroy_(out);
@@ -119,45 +114,10 @@ struct CublasLtMatmul::Impl {
                  "cublasLtMatmul");
   }
 
-  // Fills `count` 16-bit elements at `buffer` with a fixed pseudo-random
-  // pattern of bf16 (or f16) values of magnitude 2^-9 to 1 and either sign:
-  // the bit patterns of real inputs, with the power they draw (the choice
-  // timed operands of 1.0 before, which keep the tensor cores cooler than
-  // the inputs the judge times on).
-  Status FillPattern(CUdeviceptr buffer, uint64_t count, CUstream stream) const {
-    if (count == 0) return Status::Ok();
-    constexpr uint64_t kBlock = uint64_t{1} << 19;  // 1 MiB, then copied over
-    std::vector<uint16_t> host(static_cast<size_t>(std::min(count, kBlock)));
-    uint64_t state = 0x9E3779B97F4A7C15ull;
-    for (uint16_t& v : host) {
-      state ^= state << 13;
-      state ^= state >> 7;
-      state ^= state << 17;
-      const unsigned sign = static_cast<unsigned>(state >> 63);
-      const unsigned exponent = static_cast<unsigned>((state >> 40) % 9);  // 2^-9 .. 2^-1
-      const unsigned mantissa = static_cast<unsigned>(state >> 20);
-      v = first_type_is_bf16
-              ? static_cast<uint16_t>(sign << 15 | (118 + exponent) << 7 | (mantissa & 0x7F))
-              : static_cast<uint16_t>(sign << 15 | (6 + exponent) << 10 | (mantissa & 0x3FF));
-    }
-    KSEARCH_CU(api->cuMemcpyHtoD(buffer, host.data(), host.size() * 2), "cuMemcpyHtoD");
-    for (uint64_t done = host.size(); done < count;) {
-      const uint64_t copy = std::min(done, count - done);
-      KSEARCH_CU(api->cuMemcpyDtoDAsync(buffer + done * 2, buffer, copy * 2, stream),
-                 "cuMemcpyDtoDAsync");
-      done += copy;
-    }
-    return Status::Ok();
-  }
-
-  // Times the candidates that run on scratch operands holding that pattern,
-  // and keeps the one whose median turn is the shortest. A GPU that has just
-  // idled clocks high and slows as it heats under load, so a candidate timed
-  // early looks faster than it is (on the H200 an algorithm 6% slower won
-  // that way): all candidates first run in turn, untimed, for kWarmMs; then
-  // as many rounds as candidates (kMinRounds at least), each taking every
-  // candidate for a turn of kTimedRuns runs, the order rotated by one each
-  // round, so that each candidate takes each place in a round once.
+  // Times the candidates that run on scratch operands holding a pattern like
+  // real inputs and keeps the fastest (fastest.h: a warm-up, then rotated
+  // rounds; on the H200 an algorithm 6% slower won when they were timed one
+  // after the other on operands of 1.0).
   Status ChooseAlgorithm(const cublasLtMatmulHeuristicResult_t* results, int found, uint64_t m,
                          uint64_t n, uint64_t k, std::string* version) {
     KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer a,
@@ -169,51 +129,30 @@ struct CublasLtMatmul::Impl {
     KSEARCH_ASSIGN_OR_RETURN(Stream stream, Stream::Create(*api));
     KSEARCH_ASSIGN_OR_RETURN(Event start, Event::Create(*api));
     KSEARCH_ASSIGN_OR_RETURN(Event end, Event::Create(*api));
-    KSEARCH_RETURN_IF_ERROR(FillPattern(a.ptr(), m * k, stream.get()));
-    KSEARCH_RETURN_IF_ERROR(FillPattern(b.ptr(), k * n, stream.get()));
-    timed.clear();
+    const DType type = first_type_is_bf16 ? DType::kBF16 : DType::kF16;
+    KSEARCH_RETURN_IF_ERROR(FillPattern(*api, a.ptr(), m * k, type, stream.get()));
+    KSEARCH_RETURN_IF_ERROR(FillPattern(*api, b.ptr(), k * n, type, stream.get()));
+    std::vector<Candidate> usable;
     for (int i = 0; i < found; ++i) {
-      if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > kWorkspaceBytes)
-        continue;
-      // Warm-up (and a candidate that fails to run is skipped).
-      if (Matmul(results[i].algo, stream.get(), a.ptr(), b.ptr(), c.ptr()).ok())
-        timed.push_back({i, results[i].algo, {}});
+      if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes)
+        usable.push_back({i, results[i].algo, 0});
     }
-    if (timed.empty())
-      return InternalError("cublasLtMatmul: none of the heuristic's algorithms ran");
-    // ms a run of `candidate` over `runs` back-to-back runs.
-    auto turn = [&](const Candidate& candidate, int runs) -> StatusOr<float> {
-      KSEARCH_CU(api->cuEventRecord(start.get(), stream.get()), "cuEventRecord");
-      for (int r = 0; r < runs; ++r)
-        KSEARCH_RETURN_IF_ERROR(Matmul(candidate.algo, stream.get(), a.ptr(), b.ptr(), c.ptr()));
-      KSEARCH_CU(api->cuEventRecord(end.get(), stream.get()), "cuEventRecord");
-      KSEARCH_CU(api->cuEventSynchronize(end.get()), "cuEventSynchronize");
-      float ms = 0;
-      KSEARCH_CU(api->cuEventElapsedTime(&ms, start.get(), end.get()), "cuEventElapsedTime");
-      return ms / static_cast<float>(runs);
+    auto run = [&](size_t j, CUstream s) {
+      return Matmul(usable[j].algo, s, a.ptr(), b.ptr(), c.ptr());
     };
-    float warm_ms = 0;
-    for (int pass = 0; pass < kMaxWarmPasses && warm_ms < kWarmMs; ++pass) {
-      for (const Candidate& candidate : timed) {
-        KSEARCH_ASSIGN_OR_RETURN(float ms, turn(candidate, 1));
-        warm_ms += ms;
-      }
+    StatusOr<Choice> choice =
+        ChooseFastest(usable.size(), EventTurns(*api, stream.get(), start.get(), end.get(), run));
+    if (!choice.ok())
+      return InternalError("cublasLtMatmul: the heuristic's algorithms: " +
+                           choice.status().message());
+    timed.clear();
+    for (size_t j = 0; j < choice->ran.size(); ++j) {
+      Candidate candidate = usable[choice->ran[j]];
+      candidate.median_ms = choice->median_ms[j];
+      timed.push_back(candidate);
     }
-    const size_t rounds = std::max<size_t>(timed.size(), kMinRounds);
-    for (size_t round = 0; round < rounds; ++round) {
-      for (size_t place = 0; place < timed.size(); ++place) {
-        Candidate& candidate = timed[(place + round) % timed.size()];
-        KSEARCH_ASSIGN_OR_RETURN(float ms, turn(candidate, kTimedRuns));
-        candidate.turn_ms.push_back(ms);
-      }
-    }
-    size_t best = 0;
-    for (size_t j = 0; j < timed.size(); ++j) {
-      std::sort(timed[j].turn_ms.begin(), timed[j].turn_ms.end());
-      if (timed[j].median_ms() < timed[best].median_ms()) best = j;
-    }
-    algo = timed[best].algo;
-    chosen = timed[best].index;
+    algo = usable[choice->best].algo;
+    chosen = usable[choice->best].index;
     *version += ", heuristic candidate " + std::to_string(chosen) + " of " + std::to_string(found) +
                 " timed";
     return Status::Ok();
@@ -232,8 +171,7 @@ struct CublasLtMatmul::Impl {
   struct Candidate {
     int index;  // in the heuristic's list
     cublasLtMatmulAlgo_t algo;
-    std::vector<float> turn_ms;  // ms a run, one entry a round (sorted once all ran)
-    float median_ms() const { return turn_ms[turn_ms.size() / 2]; }
+    float median_ms;  // a run, over the rounds
   };
   std::vector<Candidate> timed;
   bool first_type_is_bf16 = true;
@@ -256,7 +194,7 @@ Status CublasLtMatmul::Run(CUstream stream, CUdeviceptr a, CUdeviceptr b, CUdevi
 
 std::vector<CublasLtMatmul::Timed> CublasLtMatmul::timed() const {
   std::vector<Timed> out;
-  for (const Impl::Candidate& c : impl_->timed) out.push_back({c.index, c.median_ms()});
+  for (const Impl::Candidate& c : impl_->timed) out.push_back({c.index, c.median_ms});
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cudnn.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "baselines/dynamic_library.h"
+#include "baselines/fastest.h"
 #include "core/baseline_settings.h"
 #include "cuda/driver.h"
 #include "cuda/objects.h"
@@ -80,18 +82,36 @@ class CudnnSdpa final : public LibraryBaseline {
   }
 
   Status Run(CUstream stream, const std::vector<CUdeviceptr>& t) override {
+    return Execute(plan_, stream, t);
+  }
+  std::string name() const override { return "cudnn_sdpa"; }
+  std::string version() const override { return version_; }
+  std::vector<Candidate> candidates() const override {
+    std::vector<Candidate> out;
+    if (plans_.size() > 1) {
+      for (const Plan& p : plans_) out.push_back({p.configuration, p.median_ms});
+    }
+    return out;
+  }
+  int chosen() const override { return plans_.size() > 1 ? chosen_ : -1; }
+  Status RunCandidate(int id, CUstream stream, const std::vector<CUdeviceptr>& t) override {
+    for (const Plan& p : plans_) {
+      if (p.configuration == id && plans_.size() > 1) return Execute(p.plan, stream, t);
+    }
+    return LibraryBaseline::RunCandidate(id, stream, t);
+  }
+
+ private:
+  CudnnSdpa() = default;
+
+  Status Execute(Desc plan, CUstream stream, const std::vector<CUdeviceptr>& t) {
     KSEARCH_RETURN_IF_ERROR(
         Check(cudnnSetStream_(handle_, reinterpret_cast<cudaStream_t>(stream)), "cudnnSetStream"));
     std::array<CUdeviceptr, 4> pointers = {t[static_cast<size_t>(q_)], t[static_cast<size_t>(k_)],
                                            t[static_cast<size_t>(v_)], t[static_cast<size_t>(o_)]};
     KSEARCH_ASSIGN_OR_RETURN(Desc pack, VariantPack(pointers));
-    return Check(cudnnBackendExecute_(handle_, plan_, pack), "cudnnBackendExecute");
+    return Check(cudnnBackendExecute_(handle_, plan, pack), "cudnnBackendExecute");
   }
-  std::string name() const override { return "cudnn_sdpa"; }
-  std::string version() const override { return version_; }
-
- private:
-  CudnnSdpa() = default;
 
   std::string Reason(cudnnStatus_t s) const {
     std::string text = cudnnGetErrorString_ ? cudnnGetErrorString_(s) : "unknown";
@@ -335,8 +355,9 @@ class CudnnSdpa final : public LibraryBaseline {
     return Status::Ok();
   }
 
-  // Heuristics mode A's configurations, in its order; the first whose
-  // execution plan finalizes is kept.
+  // Heuristics mode A's configurations whose execution plans finalize, timed
+  // on scratch tensors holding a pattern like real inputs; the fastest is
+  // kept (fastest.h). One that builds is kept untimed.
   Status ChoosePlan() {
     KSEARCH_ASSIGN_OR_RETURN(Desc heuristics,
                              Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics"));
@@ -366,6 +387,7 @@ class CudnnSdpa final : public LibraryBaseline {
                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, configs.data()),
               "read the heuristics' results"));
     std::string reasons;
+    int64_t workspace = 0;
     for (int64_t i = 0; i < got; ++i) {
       KSEARCH_ASSIGN_OR_RETURN(Desc plan,
                                Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan"));
@@ -379,10 +401,10 @@ class CudnnSdpa final : public LibraryBaseline {
                    ("configuration " + std::to_string(i) + ": " + Reason(built));
         continue;
       }
-      int64_t n = 0, workspace = 0, engine_index = -1;
+      int64_t n = 0, plan_workspace = 0, engine_index = -1;
       KSEARCH_RETURN_IF_ERROR(
           Check(cudnnBackendGetAttribute_(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                          CUDNN_TYPE_INT64, 1, &n, &workspace),
+                                          CUDNN_TYPE_INT64, 1, &n, &plan_workspace),
                 "read the plan's workspace size"));
       KSEARCH_ASSIGN_OR_RETURN(Desc engine, Make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine"));
       if (cudnnBackendGetAttribute_(configs[static_cast<size_t>(i)], CUDNN_ATTR_ENGINECFG_ENGINE,
@@ -391,18 +413,74 @@ class CudnnSdpa final : public LibraryBaseline {
         cudnnBackendGetAttribute_(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
                                   &engine_index);
       }
-      plan_ = plan;
-      if (workspace > 0) {
-        KSEARCH_ASSIGN_OR_RETURN(const DriverApi* api, Driver());
-        KSEARCH_ASSIGN_OR_RETURN(workspace_, DeviceBuffer::Allocate(*api, workspace));
-      }
-      version_ += ", engine " + std::to_string(engine_index) +
-                  " (heuristics mode A, configuration " + std::to_string(i + 1) + " of " +
-                  std::to_string(got) + ", workspace " + std::to_string(workspace) + " bytes)";
-      return Status::Ok();
+      workspace = std::max(workspace, plan_workspace);
+      plans_.push_back({static_cast<int>(i), engine_index, plan, 0});
     }
-    return Unsupported("none of the " + std::to_string(got) +
-                       " engine configurations of heuristics mode A builds: " + reasons);
+    if (plans_.empty()) {
+      return Unsupported("none of the " + std::to_string(got) +
+                         " engine configurations of heuristics mode A builds: " + reasons);
+    }
+    KSEARCH_ASSIGN_OR_RETURN(const DriverApi* api, Driver());
+    // One workspace, the largest any plan needs, so that every variant pack
+    // serves every plan.
+    if (workspace > 0) {
+      KSEARCH_ASSIGN_OR_RETURN(workspace_, DeviceBuffer::Allocate(*api, workspace));
+    }
+    size_t best = 0;
+    if (plans_.size() > 1) {
+      KSEARCH_ASSIGN_OR_RETURN(best, TimePlans(*api));
+    }
+    plan_ = plans_[best].plan;
+    chosen_ = plans_[best].configuration;
+    version_ += ", engine " + std::to_string(plans_[best].engine) +
+                " (heuristics mode A, configuration " + std::to_string(chosen_ + 1) + " of " +
+                std::to_string(got) + ", " +
+                (plans_.size() > 1 ? "the fastest of " + std::to_string(plans_.size()) + " timed"
+                                   : std::string("the only one that builds")) +
+                ", workspace " + std::to_string(workspace) + " bytes)";
+    return Status::Ok();
+  }
+
+  // Times plans_ on scratch q, k, v, o; returns the fastest one's index and
+  // drops the plans that failed to run.
+  StatusOr<size_t> TimePlans(const DriverApi& api) {
+    const int64_t q_elements = batch_ * seq_q_ * heads_ * head_dim_,
+                  kv_elements = batch_ * seq_kv_ * heads_ * head_dim_;
+    const DType type = io_type_ == CUDNN_DATA_BFLOAT16 ? DType::kBF16 : DType::kF16;
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer q, DeviceBuffer::Allocate(api, q_elements * 2));
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer k, DeviceBuffer::Allocate(api, kv_elements * 2));
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer v, DeviceBuffer::Allocate(api, kv_elements * 2));
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer o, DeviceBuffer::Allocate(api, q_elements * 2));
+    KSEARCH_ASSIGN_OR_RETURN(Stream stream, Stream::Create(api));
+    KSEARCH_ASSIGN_OR_RETURN(Event start, Event::Create(api));
+    KSEARCH_ASSIGN_OR_RETURN(Event end, Event::Create(api));
+    for (const DeviceBuffer* b : {&q, &k, &v}) {
+      KSEARCH_RETURN_IF_ERROR(FillPattern(api, b->ptr(),
+                                          static_cast<uint64_t>(b == &q ? q_elements : kv_elements),
+                                          type, stream.get()));
+    }
+    KSEARCH_RETURN_IF_ERROR(Check(
+        cudnnSetStream_(handle_, reinterpret_cast<cudaStream_t>(stream.get())), "cudnnSetStream"));
+    KSEARCH_ASSIGN_OR_RETURN(Desc pack, VariantPack({q.ptr(), k.ptr(), v.ptr(), o.ptr()}));
+    auto run = [&](size_t j, CUstream) {
+      return Check(cudnnBackendExecute_(handle_, plans_[j].plan, pack), "cudnnBackendExecute");
+    };
+    StatusOr<Choice> choice =
+        ChooseFastest(plans_.size(), EventTurns(api, stream.get(), start.get(), end.get(), run));
+    // The scratch tensors' pack must not outlive them.
+    for (auto& [pointers, cached] : packs_) cudnnBackendDestroyDescriptor_(cached);
+    packs_.clear();
+    if (!choice.ok())
+      return InternalError("cudnn_sdpa: the engine configurations: " + choice.status().message());
+    std::vector<Plan> ran;
+    size_t best = 0;
+    for (size_t j = 0; j < choice->ran.size(); ++j) {
+      if (choice->ran[j] == choice->best) best = ran.size();
+      ran.push_back(plans_[choice->ran[j]]);
+      ran.back().median_ms = choice->median_ms[j];
+    }
+    plans_ = std::move(ran);
+    return best;
   }
 
   // The finalized variant pack for these tensors, built once per set of pointers.
@@ -454,6 +532,16 @@ class CudnnSdpa final : public LibraryBaseline {
   std::vector<Desc> owned_;  // every descriptor but the variant packs; destroyed last first
   std::vector<Desc> ops_;
   Desc graph_ = nullptr, plan_ = nullptr;
+  // The plans that built (after the choice, those that ran), and the chosen
+  // one's position in the heuristics' list.
+  struct Plan {
+    int configuration;  // in heuristics mode A's list
+    int64_t engine;     // cuDNN's global engine index
+    Desc plan;
+    float median_ms;  // a run when timed (0 when it was the only one)
+  };
+  std::vector<Plan> plans_;
+  int chosen_ = -1;
   DeviceBuffer workspace_;
   std::vector<std::pair<std::array<CUdeviceptr, 4>, Desc>> packs_;
   // The by-value scalars: their uids and the host values the packs point at.

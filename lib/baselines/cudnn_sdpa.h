@@ -3,8 +3,9 @@
 // S = Q·Kᵀ, S·scale, the causal mask (generated indices, a comparison, a
 // select of −inf), softmax (max, subtract, exp, sum, divide; the log-sum-exp
 // statistics stay virtual) and O = P·V, with P in the input type as the
-// engine requires. Engine configurations come from heuristics mode A; the
-// first whose execution plan finalizes is kept. Settings and shapes: see
+// engine requires. Engine configurations come from heuristics mode A; those
+// whose execution plans finalize are timed on scratch tensors and the
+// fastest is kept (fastest.h). Settings and shapes: see
 // core/baseline_settings.h ("cudnn_sdpa") and docs/problems.md.
 #ifndef KSEARCH_BASELINES_CUDNN_SDPA_H_
 #define KSEARCH_BASELINES_CUDNN_SDPA_H_

@@ -9,6 +9,7 @@
 #include "baselines/cublaslt_matmul.h"
 #include "baselines/cudnn_sdpa.h"
 #include "baselines/dynamic_library.h"
+#include "baselines/fastest.h"
 #include "baselines/gemm_sequence.h"
 #include "core/baseline_settings.h"
 #include "cuda/driver.h"
@@ -107,6 +108,16 @@ class CublasLtGemm final : public LibraryBaseline {
   }
   std::string name() const override { return "cublaslt_gemm"; }
   std::string version() const override { return matmul_->version(); }
+  std::vector<Candidate> candidates() const override {
+    std::vector<Candidate> out;
+    for (const CublasLtMatmul::Timed& t : matmul_->timed()) out.push_back({t.index, t.median_ms});
+    return out;
+  }
+  int chosen() const override { return matmul_->chosen(); }
+  Status RunCandidate(int id, CUstream stream, const std::vector<CUdeviceptr>& t) override {
+    return matmul_->RunCandidate(id, stream, t[static_cast<size_t>(a_)], t[static_cast<size_t>(b_)],
+                                 t[static_cast<size_t>(c_)]);
+  }
 
  private:
   CublasLtGemm() = default;
@@ -211,35 +222,69 @@ class CudnnConv final : public LibraryBaseline {
       KSEARCH_CU(api->cuMemsetD8Async(b->conv_out_.ptr(), 0, static_cast<size_t>(conv_out_elements * 4), nullptr),
                  "cuMemsetD8Async");
     }
-    // The fastest fp32 algorithm for this shape, chosen once by timing (what
-    // torch.backends.cudnn.benchmark does): a strong baseline, not a default.
+    // The fp32 algorithms cuDNN finds for this shape, then the fastest of
+    // them timed as Run() runs them, on scratch tensors holding a pattern
+    // like real inputs (fastest.h). cuDNN's own search times each algorithm
+    // once, one after the other, on whatever the buffers hold: the first
+    // would often win on a GPU still clocked high from idling.
     size_t free_bytes = 0, total = 0;
     api->cuMemGetInfo(&free_bytes, &total);
     size_t limit = std::min<size_t>(free_bytes / 4, size_t{4} << 30);
-    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer search_space, DeviceBuffer::Allocate(*api, static_cast<int64_t>(limit)));
-    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(*api, int64_t{n} * c * h * w * 4));
-    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer wt, DeviceBuffer::Allocate(*api, int64_t{oc} * c * kh * kw * 4));
-    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer out, DeviceBuffer::Allocate(*api, conv_out_elements * 4));
-    cudnnConvolutionFwdAlgoPerf_t perf[16];
-    int found = 0;
-    KSEARCH_RETURN_IF_ERROR(b->Check(
-        b->cudnnFindConvolutionForwardAlgorithmEx_(b->handle_, b->x_desc_, reinterpret_cast<void*>(x.ptr()),
-                                                   b->w_desc_, reinterpret_cast<void*>(wt.ptr()), b->conv_,
-                                                   b->conv_desc_out_, reinterpret_cast<void*>(out.ptr()), 16,
-                                                   &found, perf, reinterpret_cast<void*>(search_space.ptr()), limit),
-        "cudnnFindConvolutionForwardAlgorithmEx"));
-    bool chosen = false;
-    for (int i = 0; i < found && !chosen; ++i) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-      // Only algorithms that really ran in fp32 FMA math.
-      if (perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
-      b->algo_ = perf[i].algo;
-      b->workspace_bytes_ = perf[i].memory;
-      chosen = true;
+    const int64_t x_elements = int64_t{n} * c * h * w, w_elements = int64_t{oc} * c * kh * kw;
+    int64_t y_elements = conv_out_elements;
+    if (b->pooled_) {
+      int pool = size("pool_kernel"), pool_stride = size("pool_stride");
+      y_elements = int64_t{n} * oc * ((oh - pool) / pool_stride + 1) * ((ow - pool) / pool_stride + 1);
     }
-    if (!chosen) return InternalError("cudnnFindConvolutionForwardAlgorithmEx found no fp32 algorithm");
+    KSEARCH_ASSIGN_OR_RETURN(Stream stream, Stream::Create(*api));
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(*api, x_elements * 4));
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer wt, DeviceBuffer::Allocate(*api, w_elements * 4));
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer bias, DeviceBuffer::Allocate(*api, int64_t{oc} * 4));
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer out, DeviceBuffer::Allocate(*api, std::max(conv_out_elements, y_elements) * 4));
+    KSEARCH_RETURN_IF_ERROR(FillPattern(*api, x.ptr(), static_cast<uint64_t>(x_elements), DType::kF32, stream.get()));
+    KSEARCH_RETURN_IF_ERROR(FillPattern(*api, wt.ptr(), static_cast<uint64_t>(w_elements), DType::kF32, stream.get()));
+    KSEARCH_RETURN_IF_ERROR(FillPattern(*api, bias.ptr(), static_cast<uint64_t>(oc), DType::kF32, stream.get()));
+    KSEARCH_CU(api->cuStreamSynchronize(stream.get()), "cuStreamSynchronize");
+    std::vector<Algorithm> found_fp32;
+    {
+      KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer search_space, DeviceBuffer::Allocate(*api, static_cast<int64_t>(limit)));
+      cudnnConvolutionFwdAlgoPerf_t perf[16];
+      int found = 0;
+      KSEARCH_RETURN_IF_ERROR(b->Check(
+          b->cudnnFindConvolutionForwardAlgorithmEx_(b->handle_, b->x_desc_, reinterpret_cast<void*>(x.ptr()),
+                                                     b->w_desc_, reinterpret_cast<void*>(wt.ptr()), b->conv_,
+                                                     b->conv_desc_out_, reinterpret_cast<void*>(out.ptr()), 16,
+                                                     &found, perf, reinterpret_cast<void*>(search_space.ptr()), limit),
+          "cudnnFindConvolutionForwardAlgorithmEx"));
+      for (int i = 0; i < found; ++i) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+        // Only algorithms that really ran in fp32 FMA math.
+        if (perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
+        found_fp32.push_back({perf[i].algo, perf[i].memory, 0});
+      }
+    }
+    if (found_fp32.empty()) return InternalError("cudnnFindConvolutionForwardAlgorithmEx found no fp32 algorithm");
+    for (const Algorithm& a : found_fp32) b->workspace_bytes_ = std::max(b->workspace_bytes_, a.workspace);
     KSEARCH_ASSIGN_OR_RETURN(b->workspace_, DeviceBuffer::Allocate(*api, static_cast<int64_t>(b->workspace_bytes_)));
-    b->version_ += ", algo " + std::to_string(static_cast<int>(b->algo_));
+    std::vector<CUdeviceptr> tensors(p.tensors.size(), 0);
+    tensors[static_cast<size_t>(b->x_)] = x.ptr();
+    tensors[static_cast<size_t>(b->w_)] = wt.ptr();
+    tensors[static_cast<size_t>(b->bias_)] = bias.ptr();
+    tensors[static_cast<size_t>(b->y_)] = out.ptr();
+    KSEARCH_ASSIGN_OR_RETURN(Event start, Event::Create(*api));
+    KSEARCH_ASSIGN_OR_RETURN(Event end, Event::Create(*api));
+    CudnnConv* conv = b.get();
+    auto run = [&](size_t j, CUstream s) { return conv->RunWith(found_fp32[j].algo, s, tensors); };
+    StatusOr<Choice> choice =
+        ChooseFastest(found_fp32.size(), EventTurns(*api, stream.get(), start.get(), end.get(), run));
+    if (!choice.ok()) return InternalError("cudnn_conv_fwd: the fp32 algorithms: " + choice.status().message());
+    for (size_t j = 0; j < choice->ran.size(); ++j) {
+      b->timed_.push_back(found_fp32[choice->ran[j]]);
+      b->timed_.back().median_ms = choice->median_ms[j];
+    }
+    b->algo_ = found_fp32[choice->best].algo;
+    b->version_ += ", algo " + std::to_string(static_cast<int>(b->algo_)) + " (the fastest of " +
+                   std::to_string(choice->ran.size()) + " fp32 algorithms timed)";
     return std::unique_ptr<LibraryBaseline>(std::move(b));
   }
 
@@ -254,7 +299,30 @@ class CudnnConv final : public LibraryBaseline {
     if (handle_) cudnnDestroy_(handle_);
   }
 
-  Status Run(CUstream stream, const std::vector<CUdeviceptr>& t) override {
+  Status Run(CUstream stream, const std::vector<CUdeviceptr>& t) override { return RunWith(algo_, stream, t); }
+  std::vector<Candidate> candidates() const override {
+    std::vector<Candidate> out;
+    for (const Algorithm& a : timed_) out.push_back({static_cast<int>(a.algo), a.median_ms});
+    return out;
+  }
+  int chosen() const override { return static_cast<int>(algo_); }
+  Status RunCandidate(int id, CUstream stream, const std::vector<CUdeviceptr>& t) override {
+    for (const Algorithm& a : timed_) {
+      if (static_cast<int>(a.algo) == id) return RunWith(a.algo, stream, t);
+    }
+    return LibraryBaseline::RunCandidate(id, stream, t);
+  }
+  std::string name() const override { return "cudnn_conv_fwd"; }
+  std::string version() const override { return version_; }
+
+ private:
+  struct Algorithm {
+    cudnnConvolutionFwdAlgo_t algo;
+    size_t workspace;
+    float median_ms;  // a run when timed
+  };
+
+  Status RunWith(cudnnConvolutionFwdAlgo_t algo, CUstream stream, const std::vector<CUdeviceptr>& t) {
     KSEARCH_RETURN_IF_ERROR(Check(cudnnSetStream_(handle_, reinterpret_cast<cudaStream_t>(stream)), "cudnnSetStream"));
     const float one = 1.0f, zero = 0.0f;
     auto at = [&](int i) { return reinterpret_cast<void*>(t[static_cast<size_t>(i)]); };
@@ -263,13 +331,13 @@ class CudnnConv final : public LibraryBaseline {
     void* conv_out = pooled_ ? scratch : at(y_);
     if (relu_) {
       KSEARCH_RETURN_IF_ERROR(Check(
-          cudnnConvolutionBiasActivationForward_(handle_, &one, x_desc_, at(x_), w_desc_, at(w_), conv_, algo_,
+          cudnnConvolutionBiasActivationForward_(handle_, &one, x_desc_, at(x_), w_desc_, at(w_), conv_, algo,
                                                  workspace, workspace_bytes_, &zero, conv_desc_out_, scratch,
                                                  bias_desc_, at(bias_), activation_, conv_desc_out_, conv_out),
           "cudnnConvolutionBiasActivationForward"));
     } else {
       KSEARCH_RETURN_IF_ERROR(Check(cudnnConvolutionForward_(handle_, &one, x_desc_, at(x_), w_desc_, at(w_), conv_,
-                                                             algo_, workspace, workspace_bytes_, &zero,
+                                                             algo, workspace, workspace_bytes_, &zero,
                                                              conv_desc_out_, conv_out),
                                     "cudnnConvolutionForward"));
       KSEARCH_RETURN_IF_ERROR(
@@ -282,10 +350,7 @@ class CudnnConv final : public LibraryBaseline {
     }
     return Status::Ok();
   }
-  std::string name() const override { return "cudnn_conv_fwd"; }
-  std::string version() const override { return version_; }
 
- private:
   CudnnConv() = default;
   Status Check(cudnnStatus_t s, const char* call) const {
     if (s == CUDNN_STATUS_SUCCESS) return Status::Ok();
@@ -305,7 +370,8 @@ class CudnnConv final : public LibraryBaseline {
   cudnnActivationDescriptor_t activation_ = nullptr;
   cudnnPoolingDescriptor_t pool_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-  size_t workspace_bytes_ = 0;
+  std::vector<Algorithm> timed_;  // the fp32 algorithms that ran when timed
+  size_t workspace_bytes_ = 0;    // the most any of them needs
   DeviceBuffer workspace_, conv_out_;
   bool relu_ = false, pooled_ = false;
   int x_ = -1, w_ = -1, bias_ = -1, y_ = -1;
@@ -313,6 +379,10 @@ class CudnnConv final : public LibraryBaseline {
 };
 
 }  // namespace
+
+Status LibraryBaseline::RunCandidate(int id, CUstream, const std::vector<CUdeviceptr>&) {
+  return InvalidArgumentError(name() + ": candidate " + std::to_string(id) + " was not timed");
+}
 
 StatusOr<std::unique_ptr<LibraryBaseline>> CreateLibraryBaseline(const Problem& problem) {
   const std::string& name = problem.baseline.library;

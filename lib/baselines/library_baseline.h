@@ -30,6 +30,21 @@ class LibraryBaseline {
   virtual std::string name() const = 0;
   // "cuBLAS 13.0.0" or "cuDNN 9.14.0", for reports.
   virtual std::string version() const = 0;
+
+  // The library's own candidates (its algorithms or engine configurations)
+  // that the baseline timed to choose the one Run() uses (fastest.h): each
+  // one's id and its median ms a run when chosen. Empty for a baseline that
+  // runs the library's default. For tests that check the choice.
+  struct Candidate {
+    int id;
+    float median_ms;
+  };
+  virtual std::vector<Candidate> candidates() const { return {}; }
+  // The id of the candidate Run() uses; -1 when candidates() is empty.
+  virtual int chosen() const { return -1; }
+  // Enqueues the op with candidate `id` instead of the chosen one. Errors:
+  // kInvalidArgument for an id not in candidates().
+  virtual Status RunCandidate(int id, CUstream stream, const std::vector<CUdeviceptr>& tensors);
 };
 
 // Creates the baseline the problem names (problem.baseline.library), for the
