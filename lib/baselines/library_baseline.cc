@@ -283,6 +283,13 @@ class CudnnConv final : public LibraryBaseline {
       b->timed_.back().median_ms = choice->median_ms[j];
     }
     b->algo_ = found_fp32[choice->best].algo;
+    // The workspace the chosen algorithm needs, no more (the largest of all
+    // may be gigabytes that candidates then cannot have).
+    if (found_fp32[choice->best].workspace < b->workspace_bytes_) {
+      b->workspace_bytes_ = found_fp32[choice->best].workspace;
+      b->workspace_ = DeviceBuffer();
+      KSEARCH_ASSIGN_OR_RETURN(b->workspace_, DeviceBuffer::Allocate(*api, static_cast<int64_t>(b->workspace_bytes_)));
+    }
     b->version_ += ", algo " + std::to_string(static_cast<int>(b->algo_)) + " (the fastest of " +
                    std::to_string(choice->ran.size()) + " fp32 algorithms timed)";
     return std::unique_ptr<LibraryBaseline>(std::move(b));
@@ -308,7 +315,14 @@ class CudnnConv final : public LibraryBaseline {
   int chosen() const override { return static_cast<int>(algo_); }
   Status RunCandidate(int id, CUstream stream, const std::vector<CUdeviceptr>& t) override {
     for (const Algorithm& a : timed_) {
-      if (static_cast<int>(a.algo) == id) return RunWith(a.algo, stream, t);
+      if (static_cast<int>(a.algo) != id) continue;
+      if (a.workspace > workspace_bytes_) {  // the workspace grows for it (after the queued work)
+        KSEARCH_CU(api_->cuStreamSynchronize(stream), "cuStreamSynchronize");
+        workspace_ = DeviceBuffer();
+        KSEARCH_ASSIGN_OR_RETURN(workspace_, DeviceBuffer::Allocate(*api_, static_cast<int64_t>(a.workspace)));
+        workspace_bytes_ = a.workspace;
+      }
+      return RunWith(a.algo, stream, t);
     }
     return LibraryBaseline::RunCandidate(id, stream, t);
   }
@@ -371,7 +385,7 @@ class CudnnConv final : public LibraryBaseline {
   cudnnPoolingDescriptor_t pool_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   std::vector<Algorithm> timed_;  // the fp32 algorithms that ran when timed
-  size_t workspace_bytes_ = 0;    // the most any of them needs
+  size_t workspace_bytes_ = 0;    // the chosen one's (the most of all while choosing)
   DeviceBuffer workspace_, conv_out_;
   bool relu_ = false, pooled_ = false;
   int x_ = -1, w_ = -1, bias_ = -1, y_ = -1;
