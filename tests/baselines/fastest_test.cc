@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -127,6 +129,82 @@ TEST(ChooseFastest, AnErrorAfterTheWarmUpEndsTheChoice) {
   StatusOr<Choice> choice = ChooseFastest(2, turns, schedule);
   ASSERT_FALSE(choice.ok());
   EXPECT_EQ(choice.status().message(), "an illegal address");
+}
+
+// EventTurns against a driver that records what is queued: a simulated GPU
+// clock that each run advances, events stamped with it. The turn's protocol
+// (what is timed, when the host waits) is what decides which candidate's
+// costs land inside the measured interval.
+struct FakeGpu {
+  double now_ms = 0;
+  std::map<CUevent, double> stamps;
+  std::vector<std::string> log;
+  CUresult record_result = CUDA_SUCCESS;
+};
+FakeGpu* fake = nullptr;
+
+CUresult FakeRecord(CUevent event, CUstream) {
+  if (fake->record_result != CUDA_SUCCESS) return fake->record_result;
+  fake->stamps[event] = fake->now_ms;
+  fake->log.push_back("record");
+  return CUDA_SUCCESS;
+}
+CUresult FakeSynchronize(CUevent) {
+  fake->log.push_back("wait");
+  return CUDA_SUCCESS;
+}
+CUresult FakeElapsed(float* ms, CUevent start, CUevent end) {
+  *ms = static_cast<float>(fake->stamps.at(end) - fake->stamps.at(start));
+  return CUDA_SUCCESS;
+}
+
+class EventTurnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fake = &gpu_;
+    api_.cuEventRecord = FakeRecord;
+    api_.cuEventSynchronize = FakeSynchronize;
+    api_.cuEventElapsedTime = FakeElapsed;
+  }
+  void TearDown() override { fake = nullptr; }
+  // A run of candidate i costs 1 + i ms.
+  TurnFunction Turns() {
+    return EventTurns(api_, nullptr, reinterpret_cast<CUevent>(uintptr_t{1}),
+                      reinterpret_cast<CUevent>(uintptr_t{2}), [this](size_t i, CUstream) {
+                        gpu_.log.push_back("run " + std::to_string(i));
+                        gpu_.now_ms += 1.0 + static_cast<double>(i);
+                        return Status::Ok();
+                      });
+  }
+  FakeGpu gpu_;
+  DriverApi api_;
+};
+
+TEST_F(EventTurnsTest, TimesTheRunsOfATurnBetweenTwoEventsAndWaitsOnce) {
+  StatusOr<float> ms = Turns()(2, 3);
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+  EXPECT_FLOAT_EQ(*ms, 3.0f);  // a run's mean
+  EXPECT_EQ(gpu_.log,
+            (std::vector<std::string>{"record", "run 2", "run 2", "run 2", "record", "wait"}));
+}
+
+TEST_F(EventTurnsTest, ARunThatFailsEndsTheTurnWithItsError) {
+  TurnFunction turns = EventTurns(api_, nullptr, reinterpret_cast<CUevent>(uintptr_t{1}),
+                                  reinterpret_cast<CUevent>(uintptr_t{2}), [](size_t, CUstream) {
+                                    return InternalError("no kernel image");
+                                  });
+  StatusOr<float> ms = turns(0, 2);
+  ASSERT_FALSE(ms.ok());
+  EXPECT_EQ(ms.status().message(), "no kernel image");
+}
+
+TEST_F(EventTurnsTest, ADriverErrorNamesTheCall) {
+  gpu_.record_result = CUDA_ERROR_INVALID_HANDLE;
+  StatusOr<float> ms = Turns()(0, 1);
+  ASSERT_FALSE(ms.ok());
+  EXPECT_NE(ms.status().message().find("cuEventRecord"), std::string::npos)
+      << ms.status().ToString();
+  EXPECT_TRUE(gpu_.log.empty());
 }
 
 }  // namespace
