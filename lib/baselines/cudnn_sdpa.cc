@@ -356,8 +356,9 @@ class CudnnSdpa final : public LibraryBaseline {
   }
 
   // Heuristics mode A's configurations whose execution plans finalize, timed
-  // on scratch tensors holding a pattern like real inputs; the fastest is
-  // kept (fastest.h). One that builds is kept untimed.
+  // on scratch tensors holding normal(0, 1) values, each run as the judge
+  // times one; the fastest is kept (fastest.h). One that builds is kept
+  // untimed.
   Status ChoosePlan() {
     KSEARCH_ASSIGN_OR_RETURN(Desc heuristics,
                              Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics"));
@@ -455,9 +456,9 @@ class CudnnSdpa final : public LibraryBaseline {
     KSEARCH_ASSIGN_OR_RETURN(Event start, Event::Create(api));
     KSEARCH_ASSIGN_OR_RETURN(Event end, Event::Create(api));
     for (const DeviceBuffer* b : {&q, &k, &v}) {
-      KSEARCH_RETURN_IF_ERROR(FillPattern(api, b->ptr(),
-                                          static_cast<uint64_t>(b == &q ? q_elements : kv_elements),
-                                          type, stream.get()));
+      KSEARCH_RETURN_IF_ERROR(FillNormal(api, b->ptr(),
+                                         static_cast<uint64_t>(b == &q ? q_elements : kv_elements),
+                                         type, stream.get()));
     }
     KSEARCH_RETURN_IF_ERROR(Check(
         cudnnSetStream_(handle_, reinterpret_cast<cudaStream_t>(stream.get())), "cudnnSetStream"));
@@ -465,8 +466,9 @@ class CudnnSdpa final : public LibraryBaseline {
     auto run = [&](size_t j, CUstream) {
       return Check(cudnnBackendExecute_(handle_, plans_[j].plan, pack), "cudnnBackendExecute");
     };
-    StatusOr<Choice> choice =
-        ChooseFastest(plans_.size(), EventTurns(api, stream.get(), start.get(), end.get(), run));
+    KSEARCH_ASSIGN_OR_RETURN(DeviceBuffer flush, AllocateL2Flush(api));
+    StatusOr<Choice> choice = ChooseFastest(
+        plans_.size(), EventTurns(api, stream.get(), start.get(), end.get(), &flush, run));
     // The scratch tensors' pack must not outlive them.
     for (auto& [pointers, cached] : packs_) cudnnBackendDestroyDescriptor_(cached);
     packs_.clear();
