@@ -162,17 +162,17 @@ TEST_P(LibraryChoiceOnGpu, TheChosenCandidateIsTheFastestOnNormalInputs) {
       << median[fastest] << " ms";
 }
 
-INSTANTIATE_TEST_SUITE_P(Baselines, LibraryChoiceOnGpu,
-                         ::testing::Values(ChoiceCase{"linear", "prefill"},
-                                           ChoiceCase{"linear", "square"},
-                                           ChoiceCase{"attention_engine", "prefill"},
-                                           ChoiceCase{"attention_engine", "long"},
-                                           ChoiceCase{"attention_engine", "decode"},
-                                           ChoiceCase{"conv2d", "default"},
-                                           ChoiceCase{"conv2d_relu_maxpool", "default"}),
-                         [](const ::testing::TestParamInfo<ChoiceCase>& param) {
-                           return std::string(param.param.problem) + "_" + param.param.shape;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Baselines, LibraryChoiceOnGpu,
+    ::testing::Values(ChoiceCase{"linear", "prefill"}, ChoiceCase{"linear", "square"},
+                      ChoiceCase{"linear", "decode_1"}, ChoiceCase{"linear", "decode_16"},
+                      ChoiceCase{"attention_engine", "prefill"},
+                      ChoiceCase{"attention_engine", "long"},
+                      ChoiceCase{"attention_engine", "decode"}, ChoiceCase{"conv2d", "default"},
+                      ChoiceCase{"conv2d_relu_maxpool", "default"}),
+    [](const ::testing::TestParamInfo<ChoiceCase>& param) {
+      return std::string(param.param.problem) + "_" + param.param.shape;
+    });
 
 // A candidate the baseline did not time is refused, naming it.
 TEST(LibraryChoiceOnGpu, RefusesACandidateItDidNotTime) {
