@@ -97,9 +97,9 @@ TurnFunction EventTurns(const DriverApi& api, CUstream stream, CUevent start, CU
       KSEARCH_RETURN_IF_ERROR(run(index, stream));
       KSEARCH_CU(api.cuEventRecord(end, stream), "cuEventRecord");
       // The host waits for each run, as the judge does: the GPU idles
-      // between runs, which changes cuBLASLt's and cuDNN's ranking (H200,
-      // 2026-12-03: back-to-back runs kept a 7% slower algorithm at linear
-      // square and tied conv2d's algorithms 0 and 1, 8% apart when waited).
+      // between runs, which changes cuDNN's ranking (H200, 2026-12-03:
+      // queued back to back, conv2d's algorithms 0 and 1 tied; waited for,
+      // as the judge runs them, algorithm 1 was 2-8% slower).
       KSEARCH_CU(api.cuEventSynchronize(end), "cuEventSynchronize");
       float ms = 0;
       KSEARCH_CU(api.cuEventElapsedTime(&ms, start, end), "cuEventElapsedTime");

@@ -51,8 +51,8 @@ struct ChoiceSchedule {
   std::function<void(double ms)> rest;  // empty: the host sleeps that long
 };
 
-// One timed turn: enqueues `runs` back-to-back runs of candidate `index` and
-// returns the ms a run took. An error on a candidate's first (warm-up) turn
+// One timed turn: times `runs` runs of candidate `index` and returns the ms
+// a run took (their mean). An error on a candidate's first (warm-up) turn
 // drops that candidate; an error later ends the choice with it.
 using TurnFunction = std::function<StatusOr<float>(size_t index, int runs)>;
 
