@@ -154,9 +154,13 @@ TEST_P(LibraryChoiceOnGpu, TheChosenCandidateIsTheFastestOnNormalInputs) {
   }
   ASSERT_LT(chosen, timed.size()) << "the chosen candidate " << (*baseline)->chosen()
                                   << " is not among those timed";
-  // Candidates within 2% of each other may change places from one choice to
-  // the next (the runs of one turn vary by a few tenths of a percent).
-  EXPECT_LE(median[chosen], 1.02f * median[fastest])
+  // Candidates within 2% of each other, or half a microsecond, may change
+  // places from one choice to the next: the runs of one turn vary by a few
+  // tenths of a percent, and a 0.04 ms GEMM's median by up to 0.001 ms
+  // from one timing to the next (linear decode_16 on the H200, 2026-12-03:
+  // candidates 0 and 1 read 0.0402 and 0.0413 ms in the choice, 0.0410 and
+  // 0.0400 here).
+  EXPECT_LE(median[chosen], 1.02f * median[fastest] + 0.0005f)
       << "chose candidate " << timed[chosen].id << " (" << median[chosen]
       << " ms a run on normal inputs), candidate " << timed[fastest].id << " takes "
       << median[fastest] << " ms";
