@@ -70,13 +70,15 @@ StatusOr<Choice> ChooseFastest(size_t count, const TurnFunction& turn,
   return choice;
 }
 
+int64_t L2FlushBytes(int64_t l2_bytes) { return 2 * std::max<int64_t>(l2_bytes, int64_t{8} << 20); }
+
 StatusOr<DeviceBuffer> AllocateL2Flush(const DriverApi& api) {
   CUdevice device = 0;
   KSEARCH_CU(api.cuCtxGetDevice_v2(&device, nullptr), "cuCtxGetDevice");
   int l2 = 0;
   KSEARCH_CU(api.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device),
              "cuDeviceGetAttribute(L2_CACHE_SIZE)");
-  return DeviceBuffer::Allocate(api, 2 * std::max<int64_t>(l2, int64_t{8} << 20));
+  return DeviceBuffer::Allocate(api, L2FlushBytes(l2));
 }
 
 TurnFunction EventTurns(const DriverApi& api, CUstream stream, CUevent start, CUevent end,

@@ -69,8 +69,13 @@ struct Choice {
 StatusOr<Choice> ChooseFastest(size_t count, const TurnFunction& turn,
                                const ChoiceSchedule& schedule = {});
 
-// A buffer of twice the L2 size of the current context's device (8 MiB at
-// least), for EventTurns' flush. Errors: the driver's, naming the call.
+// The bytes the judge's L2 flush writes on a device with `l2_bytes` of L2:
+// twice the L2 (of 8 MiB at least). The evaluator and the choice's flush
+// (AllocateL2Flush) both size theirs so.
+int64_t L2FlushBytes(int64_t l2_bytes);
+
+// A buffer of L2FlushBytes for the current context's device, for
+// EventTurns' flush. Errors: the driver's, naming the call.
 StatusOr<DeviceBuffer> AllocateL2Flush(const DriverApi& api);
 
 // A TurnFunction that times `run(index, stream)` as the judge times a run:

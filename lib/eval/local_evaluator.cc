@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "baselines/fastest.h"
 #include "cuda/candidate_compile.h"
 #include "cuda/cubin_info.h"
 #include "eval/device_output.h"
@@ -127,8 +128,8 @@ Status LocalEvaluator::SetUpDevice() {
   KSEARCH_ASSIGN_OR_RETURN(magnitude_fn_, judge_module_.Function("ks_magnitude_hist"));
   KSEARCH_ASSIGN_OR_RETURN(results_, DeviceBuffer::Allocate(*api_, 4096));
   KSEARCH_ASSIGN_OR_RETURN(magnitudes_, DeviceBuffer::Allocate(*api_, 2 * 8 * 256));
-  int64_t l2 = std::max<int64_t>(device_.l2_bytes, 8 << 20);
-  KSEARCH_ASSIGN_OR_RETURN(flush_, DeviceBuffer::Allocate(*api_, 2 * l2));
+  KSEARCH_ASSIGN_OR_RETURN(flush_,
+                           DeviceBuffer::Allocate(*api_, L2FlushBytes(device_.l2_bytes)));
 
   // Sizes rounded up to whole 32-bit words (and zeroed), so that word-wise
   // input comparison never reads uninitialized tail bytes.

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "baselines/fastest.h"
 #include "baselines/library_baseline.h"
 #include "cuda/objects.h"
 #include "ksearch/problem.h"
@@ -117,8 +118,7 @@ TEST_P(LibraryChoiceOnGpu, TheChosenCandidateIsTheFastestOnNormalInputs) {
   // Seven rounds; in each, every candidate in turn (the order rotated each
   // round) runs once untimed, then three times timed as the judge times a
   // run: after a memset of twice the L2 size, alone between two events.
-  auto flush = internal::DeviceBuffer::Allocate(
-      api, 2 * std::max<int64_t>((*ctx)->info().l2_bytes, 8 << 20));
+  auto flush = internal::AllocateL2Flush(api);
   ASSERT_TRUE(flush.ok()) << flush.status().ToString();
   std::vector<std::vector<float>> turns(timed.size());
   unsigned flush_value = 1;
